@@ -1,0 +1,1 @@
+"""The pure-Python model: topology, quantities, kubelet policy, RKE2 settings. No I/O lives here."""
