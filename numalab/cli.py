@@ -15,6 +15,7 @@ from numalab.model.errors import ValidationError
 
 SUBCOMMAND_MODULES = [
     "numalab.commands.kubelet_args",
+    "numalab.lint.command",
 ]
 
 EXIT_BAD_INPUT = 2

@@ -100,22 +100,30 @@ class KubeletSettings:
         data = dict(data or {})
         unknown = sorted(set(data) - set(_SETTING_KEYS))
         if unknown:
-            raise ValidationError(
-                f"{where}.{unknown[0]}", f"unknown setting (known: {', '.join(_SETTING_KEYS)})"
-            )
+            raise ValidationError(f"{where}.{unknown[0]}", f"unknown setting (known: {', '.join(_SETTING_KEYS)})")
         values: dict[str, Any] = {}
         for key in _SETTING_KEYS:
             if key in data:
                 values[key.replace("-", "_")] = data[key]
-        for key in ("cpu-manager-policy-options", "topology-manager-policy-options", "kube-reserved",
-                    "system-reserved", "eviction-hard"):
+        for key in (
+            "cpu-manager-policy-options",
+            "topology-manager-policy-options",
+            "kube-reserved",
+            "system-reserved",
+            "eviction-hard",
+        ):
             attr = key.replace("-", "_")
             if attr in values:
                 values[attr] = _string_map(values[attr], f"{where}.{key}")
         if "eviction_hard" in values:
             values["eviction_hard"] = {**DEFAULT_EVICTION_HARD, **values["eviction_hard"]}
-        for key in ("cpu_manager_policy", "memory_manager_policy", "topology_manager_policy",
-                    "topology_manager_scope", "reserved_cpus"):
+        for key in (
+            "cpu_manager_policy",
+            "memory_manager_policy",
+            "topology_manager_policy",
+            "topology_manager_scope",
+            "reserved_cpus",
+        ):
             if key in values and values[key] is not None and not isinstance(values[key], str | int):
                 raise ValidationError(f"{where}.{key.replace('_', '-')}", f"expected a string, got {values[key]!r}")
             if key in values and isinstance(values[key], int):
@@ -270,7 +278,9 @@ def _eviction(raw: Mapping[str, str], memory_policy: str, where: str) -> dict[st
     out: dict[str, int] = {}
     for signal, value in raw.items():
         if signal not in EVICTION_SIGNALS:
-            raise ValidationError(f"{where}.{signal}", f"unknown eviction signal (known: {', '.join(EVICTION_SIGNALS)})")
+            raise ValidationError(
+                f"{where}.{signal}", f"unknown eviction signal (known: {', '.join(EVICTION_SIGNALS)})"
+            )
         if value.endswith("%"):
             number = value[:-1]
             try:

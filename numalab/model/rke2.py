@@ -93,8 +93,16 @@ def rke2_config(
     if not _MODE.match(write_kubeconfig_mode):
         raise ValidationError(f"{where}.write-kubeconfig-mode", f"{write_kubeconfig_mode!r} is not an octal mode")
     return Rke2Config(
-        role, token, token_file, server, tuple(tls_san), {k: str(v) for k, v in labels.items()},
-        tuple(node_taints), tuple(kubelet_args), write_kubeconfig_mode.rjust(4, "0"), node_ip,
+        role,
+        token,
+        token_file,
+        server,
+        tuple(tls_san),
+        {k: str(v) for k, v in labels.items()},
+        tuple(node_taints),
+        tuple(kubelet_args),
+        write_kubeconfig_mode.rjust(4, "0"),
+        node_ip,
     )
 
 
@@ -133,6 +141,8 @@ def _label(key: str, value: str, where: str) -> None:
 def _taint(taint: str, where: str) -> None:
     body, colon, effect = taint.rpartition(":")
     if not colon or effect not in TAINT_EFFECTS:
-        raise ValidationError(where, f"{taint!r}: expected key[=value]:Effect with Effect in {', '.join(TAINT_EFFECTS)}")
+        raise ValidationError(
+            where, f"{taint!r}: expected key[=value]:Effect with Effect in {', '.join(TAINT_EFFECTS)}"
+        )
     key, _, value = body.partition("=")
     _label(key, value, where)

@@ -76,9 +76,7 @@ class Topology:
     @property
     def has_default_distances(self) -> bool:
         return all(
-            self.distance(a, b) == (LOCAL_DISTANCE if a == b else REMOTE_DISTANCE)
-            for a in self.ids
-            for b in self.ids
+            self.distance(a, b) == (LOCAL_DISTANCE if a == b else REMOTE_DISTANCE) for a in self.ids for b in self.ids
         )
 
     @classmethod

@@ -1,0 +1,61 @@
+# numa-lab: `make lab` brings the KVM lab up, `make test` runs every test (CI runs it through .ci/run).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: help host venv lint test test-fast lab lab-status lab-destroy e2e bench protos clean
+
+help:
+	@echo "make lab          install host packages, build the image, bring the lab up (pyinfra)"
+	@echo "make test         install what the tests need, run ruff and every test (lab tests boot VMs)"
+	@echo "make test-fast    the tests that boot no VM"
+	@echo "make e2e          the e2e suite against \$$KUBECONFIG (default: the lab's kubeconfig)"
+	@echo "make bench        benchmarks (print ratios)"
+	@echo "make protos       regenerate the kubelet API gRPC code in plugin/numa_align/api"
+
+# Host packages and the libvirt daemons (root; idempotent).
+host:
+	sh scripts/host-prep.sh
+
+$(BIN)/.installed: pyproject.toml plugin/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e plugin/
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+lint: venv
+	$(BIN)/ruff check .
+
+# pytest exits 5 when it collected nothing: that is a failure here, never a green run.
+test: host venv lint
+	$(BIN)/pytest tests $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$rc
+
+test-fast: venv
+	$(BIN)/pytest tests -m 'not lab' $(PYTEST_ARGS)
+
+lab: host venv
+	$(BIN)/pyinfra -y inventories/kvm.py deploys/cluster.py
+
+lab-status: venv
+	$(BIN)/numalab lab status
+
+lab-destroy: venv
+	$(BIN)/numalab lab destroy
+
+e2e: venv
+	$(BIN)/pytest e2e $(PYTEST_ARGS)
+
+bench: venv
+	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+protos: venv
+	sh plugin/gen_protos.sh
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
