@@ -1,0 +1,109 @@
+"""Every lint rule with a manifest it flags and the fixed manifest it passes, run through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from numalab.cli import main
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: probe, namespace: lab}}
+spec:
+{init}  containers:
+  - name: app
+    image: probe
+    resources:
+      requests: {{cpu: "{cpu}", memory: 64Mi{app_req}}}
+      limits: {{cpu: "{cpu}", memory: {mem_limit}{app_lim}}}
+"""
+
+
+def pod(cpu="1", mem_limit="64Mi", app_req="", app_lim=", numa-align/numa-1: 1", init=""):
+    return POD.format(cpu=cpu, mem_limit=mem_limit, app_req=app_req, app_lim=app_lim, init=init)
+
+
+def init_block(limits: str) -> str:
+    return (
+        "  initContainers:\n"
+        "  - name: anchor\n"
+        "    image: probe\n"
+        f"    resources: {{requests: {{cpu: '1', memory: 64Mi}}, limits: {{cpu: '1', memory: 64Mi{limits}}}}}\n"
+    )
+
+
+TOPOLOGY = """\
+worker-a:
+  cells:
+  - {id: 0, cpus: "0-1", memory: 2Gi}
+  - {id: 1, cpus: "2-3", memory: 2Gi}
+worker-b:
+  cells:
+  - {id: 0, cpus: "0", memory: 1Gi}
+  - {id: 1, cpus: "1", memory: 1Gi}
+  - {id: 2, cpus: "2", memory: 1Gi}
+"""
+
+CASES = {
+    "not-guaranteed": (pod(mem_limit="128Mi"), pod(), []),
+    "fractional-cpu": (pod(cpu="1500m"), pod(cpu="2"), []),
+    "numa-align-limits": (pod(app_req=", numa-align/numa-1: 2"), pod(app_req=", numa-align/numa-1: 1"), []),
+    "several-nodes": (pod(init=init_block(", numa-align/numa-0: 1")),
+                      pod(init=init_block(", numa-align/numa-1: 1")), ["--topology-scope", "pod"]),
+    "init-anchor": (pod(init=init_block("")), pod(init=init_block(", numa-align/numa-1: 1")), []),
+    "capacity-count": (pod(cpu="2"), pod(cpu="2", app_lim=", numa-align/numa-1: 2"), ["--capacity-mode", "cpus"]),
+    "unknown-node": (pod(app_lim=", numa-align/numa-3: 1"), pod(app_lim=", numa-align/numa-2: 1"),
+                     ["--topology", "TOPOLOGY"]),
+}
+
+
+def lint(tmp_path, capsys, text, *extra):
+    manifest = tmp_path / "workload.yaml"
+    manifest.write_text(text)
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(TOPOLOGY)
+    args = [str(topology) if arg == "TOPOLOGY" else arg for arg in extra]
+    code = main(["lint", str(manifest), "--format", "json", *args])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out else None, err
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_rule_flags_the_failing_manifest(tmp_path, capsys, rule):
+    failing, _, extra = CASES[rule]
+    code, findings, _ = lint(tmp_path, capsys, failing, *extra)
+    assert code == 1
+    assert [f["rule"] for f in findings] == [rule]
+    assert findings[0]["object"] == "Pod/lab/probe"
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_rule_passes_the_fixed_manifest(tmp_path, capsys, rule):
+    _, passing, extra = CASES[rule]
+    code, findings, err = lint(tmp_path, capsys, passing, *extra)
+    assert (code, findings, err) == (0, [], "")
+
+
+def test_findings_name_container_and_field(tmp_path, capsys):
+    _, findings, _ = lint(tmp_path, capsys, pod(mem_limit="128Mi"))
+    assert findings[0]["container"] == "app"
+    assert findings[0]["field"] == "spec.containers[0].resources.requests.memory"
+    assert findings[0]["document"] == 1
+
+
+def test_capacity_count_ignored_in_slot_mode(tmp_path, capsys):
+    code, findings, _ = lint(tmp_path, capsys, pod(cpu="2"), "--capacity-mode", "slots")
+    assert (code, findings) == (0, [])
+
+
+def test_init_anchor_ignored_with_pod_scope(tmp_path, capsys):
+    code, findings, _ = lint(tmp_path, capsys, pod(init=init_block("")), "--topology-scope", "pod")
+    assert (code, findings) == (0, [])
+
+
+def test_workloads_without_numa_align_are_not_judged(tmp_path, capsys):
+    code, findings, _ = lint(tmp_path, capsys, pod(cpu="100m", app_lim=""))
+    assert (code, findings) == (0, [])
