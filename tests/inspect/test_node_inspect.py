@@ -77,7 +77,8 @@ def test_pod_without_log_dir_has_no_uid(node, capsys):
 def test_missing_socket_names_it(node, capsys):
     code, out, err = run(capsys, *node.args, "--socket", str(node.root / "absent.sock"))
     assert (code, out) == (1, "")
-    assert err == f"numa-align inspect: no socket at {node.root / 'absent.sock'}: is the kubelet running on this node?\n"
+    absent = node.root / "absent.sock"
+    assert err == f"numa-align inspect: no socket at {absent}: is the kubelet running on this node?\n"
 
 
 def test_missing_checkpoint_names_it(node, capsys):
