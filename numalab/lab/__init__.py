@@ -1,0 +1,1 @@
+"""The KVM lab: NUMA-shaped libvirt guests brought up by a pyinfra connector."""

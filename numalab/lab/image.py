@@ -1,0 +1,229 @@
+"""The lab's base image: a Debian rootfs from debootstrap, made into a qcow2 without loop mounts.
+
+Built on the controller, once per recipe: the output directory is named by a hash of the recipe, so a
+changed package list or config file builds a new image and an unchanged one is reused across runs.
+Guests boot it by direct kernel boot with the image's own vmlinuz and a small initrd holding the virtio
+modules. A standard cloud image (qcow2 with cloud-init and its own bootloader) can be used instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from numalab.lab.locking import file_lock
+
+log = logging.getLogger(__name__)
+
+RECIPE_VERSION = 1
+SUITE = "bookworm"
+
+# What every guest needs: boot (kernel, systemd, udev, initramfs), configuration (cloud-init, ssh),
+# the NUMA probes (numactl, iproute2, procps) and pyinfra/testinfra (a POSIX shell and python3).
+BASE_PACKAGES = (
+    "linux-image-amd64",
+    "systemd-sysv",
+    "udev",
+    "kmod",
+    "initramfs-tools",
+    "openssh-server",
+    "cloud-init",
+    "numactl",
+    "iproute2",
+    "procps",
+    "ifupdown",
+    "isc-dhcp-client",
+    "netbase",
+    "curl",
+    "ca-certificates",
+    "python3",
+    # debootstrap does not resolve virtual packages: cloud-init's python3-cryptography needs the
+    # python3-cffi-backend-api-* virtuals that only this package provides.
+    "python3-cffi-backend",
+)
+
+# The Debian kernel builds these as modules; the root disk cannot be mounted without them.
+INITRD_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "ext4")
+
+# Files written into the rootfs after debootstrap (path relative to the rootfs -> content).
+ROOTFS_FILES = {
+    "etc/fstab": "/dev/vda / ext4 rw,errors=remount-ro 0 1\n",
+    "etc/initramfs-tools/conf.d/numalab": "MODULES=list\nCOMPRESS=gzip\n",
+    "etc/initramfs-tools/modules": "".join(f"{name}\n" for name in INITRD_MODULES),
+    "etc/network/interfaces": "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n",
+    "etc/cloud/cloud.cfg.d/90-numalab.cfg": "datasource_list: [NoCloud, None]\n",
+}
+
+DISK_SIZE = "4G"
+BASE_DISK = "base.qcow2"
+KERNEL = "vmlinuz"
+INITRD = "initrd.img"
+RECIPE_FILE = "recipe.json"
+
+
+class ImageBuildError(RuntimeError):
+    """The base image could not be built; the message points at the build log."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides the image's content; its hash names the output directory."""
+
+    suite: str = SUITE
+    packages: tuple[str, ...] = BASE_PACKAGES
+    extra_packages: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=lambda: dict(ROOTFS_FILES))
+    disk_size: str = DISK_SIZE
+    version: int = RECIPE_VERSION
+
+    def digest(self) -> str:
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Image:
+    """A bootable base disk; kernel/initrd are None for images that boot from their own bootloader."""
+
+    disk: Path
+    kernel: Path | None = None
+    initrd: Path | None = None
+    cmdline: str = "root=/dev/vda rw console=ttyS0 net.ifnames=0"
+
+    @property
+    def direct_boot(self) -> bool:
+        return self.kernel is not None
+
+
+def host_debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror this host's apt already uses (deb822 .sources or a one-line sources.list)."""
+    candidates: list[str] = []
+    for path in sorted((sources_dir / "sources.list.d").glob("*.sources")):
+        for stanza in path.read_text().split("\n\n"):
+            fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, flags=re.M))
+            if fields.get("Enabled", "yes") == "no" or "-security" in fields.get("Suites", ""):
+                continue
+            if SUITE in fields.get("Suites", "").split() and "URIs" in fields:
+                candidates.append(fields["URIs"].split()[0])
+    sources_list = sources_dir / "sources.list"
+    if sources_list.exists():
+        for line in sources_list.read_text().splitlines():
+            words = line.split("#", 1)[0].split()
+            words = [w for w in words if not w.startswith("[")]
+            if len(words) >= 3 and words[0] == "deb" and words[2] == SUITE:
+                candidates.append(words[1])
+    if not candidates:
+        raise ImageBuildError(
+            f"no apt source for Debian {SUITE} on this host; set NUMALAB_DEBIAN_MIRROR to a Debian mirror URL"
+        )
+    return candidates[0]
+
+
+def built_image(recipe: Recipe, image_root: Path, mirror: str | None = None) -> Image:
+    """The image for `recipe` under image_root/<digest>, building it first if it is not there yet.
+
+    A file lock makes concurrent callers (parallel guests, parallel processes) build it only once.
+    """
+    target = image_root / recipe.digest()
+    with file_lock(image_root / f"{recipe.digest()}.lock"):
+        if not (target / RECIPE_FILE).exists():
+            _build(recipe, target, mirror or os.environ.get("NUMALAB_DEBIAN_MIRROR") or host_debian_mirror())
+    return Image(disk=target / BASE_DISK, kernel=target / KERNEL, initrd=target / INITRD)
+
+
+def cloud_image(location: str, image_root: Path) -> Image:
+    """A standard cloud image (qcow2 with cloud-init, own bootloader) from a local path or a URL."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme in ("http", "https"):
+        target = image_root / ("cloud-" + hashlib.sha256(location.encode()).hexdigest()[:16]) / BASE_DISK
+        with file_lock(target.parent.with_suffix(".lock")):
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                partial = target.with_suffix(".part")
+                urllib.request.urlretrieve(location, partial)
+                partial.rename(target)
+        return Image(disk=target)
+    path = Path(location).expanduser()
+    if not path.is_file():
+        raise ImageBuildError(f"NUMALAB_IMAGE: {location} is neither an http(s) URL nor an existing file")
+    return Image(disk=path.resolve())
+
+
+def _build(recipe: Recipe, target: Path, mirror: str) -> None:
+    work = target.with_name(target.name + ".build")
+    _refuse_mounts_under(work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    build_log = work.with_name(target.name + ".build.log")
+    rootfs = work / "rootfs"
+    packages = ",".join(recipe.packages + recipe.extra_packages)
+    log.info("building base image %s from %s (log: %s)", target.name, mirror, build_log)
+    with build_log.open("w") as out:
+
+        def run(*argv: str) -> None:
+            out.write(f"$ {' '.join(argv)}\n")
+            out.flush()
+            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                raise ImageBuildError(
+                    f"image build step failed ({argv[0]}, exit {done.returncode}); see {build_log}"
+                )
+
+        run("debootstrap", "--variant=minbase", f"--include={packages}", recipe.suite, str(rootfs), mirror)
+        _configure_rootfs(rootfs, recipe.files)
+        run("chroot", str(rootfs), "update-initramfs", "-u", "-k", "all")
+        _copy_boot_files(rootfs, work)
+        raw = work / "disk.raw"
+        run("truncate", "-s", recipe.disk_size, str(raw))
+        run("mkfs.ext4", "-q", "-F", "-L", "numalab-root", "-d", str(rootfs), str(raw))
+        run("qemu-img", "convert", "-O", "qcow2", str(raw), str(work / BASE_DISK))
+        raw.unlink()
+    shutil.rmtree(rootfs)
+    (work / RECIPE_FILE).write_text(json.dumps(asdict(recipe), indent=2, sort_keys=True) + "\n")
+    work.rename(target)
+    build_log.rename(target / "build.log")
+
+
+def _refuse_mounts_under(path: Path) -> None:
+    """An interrupted debootstrap can leave proc/sys mounted in its rootfs: never rmtree through them."""
+    prefix = str(path.resolve()) + "/"
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    stale = [m for m in mounts if m.startswith(prefix)]
+    if stale:
+        raise ImageBuildError(f"an earlier build left mounts under {path}: umount {' '.join(stale)} first")
+
+
+def _configure_rootfs(rootfs: Path, files: dict[str, str]) -> None:
+    for relative, content in files.items():
+        path = rootfs / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    # Per-guest identity comes from cloud-init: no baked-in host keys, machine id or hostname.
+    for key in (rootfs / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    (rootfs / "etc/machine-id").write_text("")
+    (rootfs / "var/lib/dbus/machine-id").unlink(missing_ok=True)
+    (rootfs / "etc/hostname").unlink(missing_ok=True)
+    # Guests reach no mirror: the package cache and lists are dead weight.
+    for cached in (rootfs / "var/cache/apt/archives").glob("*.deb"):
+        cached.unlink()
+    shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
+    (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True)
+
+
+def _copy_boot_files(rootfs: Path, work: Path) -> None:
+    kernels = sorted((rootfs / "boot").glob("vmlinuz-*"))
+    if len(kernels) != 1:
+        raise ImageBuildError(f"expected one kernel in {rootfs}/boot, found {[k.name for k in kernels]}")
+    version = kernels[0].name.removeprefix("vmlinuz-")
+    shutil.copyfile(kernels[0], work / KERNEL)
+    shutil.copyfile(rootfs / "boot" / f"initrd.img-{version}", work / INITRD)

@@ -1,0 +1,332 @@
+"""The lab as validated data: settings, guests, addresses. Pure Python, no I/O.
+
+Everything the inventory declares is checked here before any libvirt object is created, and each
+error names the guest and the field (e.g. `worker-1.numa.cells[1].cpus`). The connector, the domain
+XML and `numalab lab` all work from a `Lab` built by `lab_from_dict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from numalab.model.errors import ValidationError
+from numalab.model.quantity import format_bytes, parse_bytes
+from numalab.model.topology import Topology
+
+NETWORK_MODES = ("isolated", "nat")
+DOMAIN_TYPES = ("auto", "kvm", "qemu")
+DEFAULT_NAME = "numa-lab"
+DEFAULT_SUBNET = "10.77.0.0/24"
+DEFAULT_URI = "qemu:///system"
+DEFAULT_NETWORK = "isolated"
+DEFAULT_IMAGE_DIR = "~/.local/share/numa-lab/images"
+FIRST_GUEST_HOST = 10  # guests get .10, .11, ... unless they declare an address
+MIB = 1024 * 1024
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Lab-wide knobs; the env variables that set them are listed in `settings_from_env`."""
+
+    name: str = DEFAULT_NAME
+    state_dir: Path = Path("~/.local/share/numa-lab") / DEFAULT_NAME
+    network: str = DEFAULT_NETWORK
+    subnet: ipaddress.IPv4Network = ipaddress.IPv4Network(DEFAULT_SUBNET)
+    domain_type: str = "auto"
+    uri: str = DEFAULT_URI
+    image: str | None = None  # a cloud image path or URL instead of the debootstrap image
+    image_dir: Path = Path(DEFAULT_IMAGE_DIR)  # shared by all labs: images are keyed by recipe hash
+
+    @property
+    def gateway(self) -> ipaddress.IPv4Address:
+        """The host's address on the lab bridge (first host of the subnet)."""
+        return self.subnet.network_address + 1
+
+    @property
+    def bridge(self) -> str:
+        """A bridge name of at most 15 characters, stable per lab name."""
+        return "nlab" + hashlib.sha256(self.name.encode()).hexdigest()[:8]
+
+    @property
+    def object_name(self) -> str:
+        """Prefix of every libvirt object of this lab (network, pool, domains)."""
+        return f"numalab-{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state_dir": str(self.state_dir),
+            "network": self.network,
+            "subnet": str(self.subnet),
+            "domain_type": self.domain_type,
+            "uri": self.uri,
+            "image": self.image,
+            "image_dir": str(self.image_dir),
+        }
+
+
+@dataclass(frozen=True)
+class Guest:
+    """One lab VM: its NUMA shape decides vCPUs and memory (vCPUs = all cell cpus)."""
+
+    name: str
+    topology: Topology
+    address: ipaddress.IPv4Address
+    mac: str
+    groups: tuple[str, ...] = ()
+
+    @property
+    def vcpus(self) -> int:
+        return len(self.topology.cpus)
+
+    @property
+    def memory(self) -> int:
+        return self.topology.memory
+
+    @property
+    def cpu_topology(self) -> tuple[int, int, int]:
+        """(sockets, cores, threads) consistent with the cells.
+
+        One socket per cell when every cell holds the same number of consecutive CPUs in cell
+        order; otherwise one socket holding all vCPUs (uneven cells cannot be whole sockets).
+        """
+        cells = self.topology.cells
+        per_cell = len(cells[0].cpus)
+        start = 0
+        for cell in cells:
+            if cell.cpus != frozenset(range(start, start + per_cell)):
+                return (1, self.vcpus, 1)
+            start += per_cell
+        return (len(cells), per_cell, 1)
+
+
+@dataclass(frozen=True)
+class Lab:
+    settings: Settings
+    guests: tuple[Guest, ...]
+
+    def guest(self, name: str) -> Guest:
+        for guest in self.guests:
+            if guest.name == name:
+                return guest
+        raise KeyError(f"lab {self.settings.name} has no guest {name!r} (guests: {', '.join(self.names)})")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(guest.name for guest in self.guests)
+
+    def domain_name(self, guest: Guest) -> str:
+        return f"{self.settings.object_name}-{guest.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The form `lab_from_dict` reads back (carried in each pyinfra host's data)."""
+        return {
+            "settings": self.settings.to_dict(),
+            "guests": [
+                {
+                    "name": g.name,
+                    "numa": g.topology.to_dict(),
+                    "address": str(g.address),
+                    "groups": list(g.groups),
+                }
+                for g in self.guests
+            ],
+        }
+
+
+def settings_from_env(environ: Mapping[str, str], home: Path | None = None) -> Settings:
+    """Settings from NUMALAB_NAME, NUMALAB_STATE_DIR, NUMALAB_NETWORK (isolated|nat), NUMALAB_SUBNET,
+    NUMALAB_DOMAIN_TYPE (auto|kvm|qemu), NUMALAB_URI, NUMALAB_IMAGE and NUMALAB_IMAGE_DIR; unset ones
+    take the defaults."""
+    name = environ.get("NUMALAB_NAME") or DEFAULT_NAME
+    base = (home or Path("~")) / ".local/share/numa-lab"
+    return settings_from_dict(
+        {
+            "name": name,
+            "state_dir": environ.get("NUMALAB_STATE_DIR") or str(base / name),
+            "network": environ.get("NUMALAB_NETWORK") or DEFAULT_NETWORK,
+            "subnet": environ.get("NUMALAB_SUBNET") or DEFAULT_SUBNET,
+            "domain_type": environ.get("NUMALAB_DOMAIN_TYPE") or "auto",
+            "uri": environ.get("NUMALAB_URI") or DEFAULT_URI,
+            "image": environ.get("NUMALAB_IMAGE") or None,
+            "image_dir": environ.get("NUMALAB_IMAGE_DIR") or str(base / "images"),
+        },
+        where="NUMALAB",
+    )
+
+
+def settings_from_dict(data: Mapping[str, Any], where: str = "settings") -> Settings:
+    known = {"name", "state_dir", "network", "subnet", "domain_type", "uri", "image", "image_dir"}
+    unknown = set(data) - known
+    if unknown:
+        raise ValidationError(where, f"unknown key(s) {', '.join(sorted(unknown))}")
+    name = str(data.get("name", DEFAULT_NAME))
+    if not _NAME.match(name):
+        raise ValidationError(
+            f"{where}.name", f"lab name must be lowercase letters, digits, '-' (≤32), got {name!r}"
+        )
+    network = data.get("network", DEFAULT_NETWORK)
+    if network not in NETWORK_MODES:
+        raise ValidationError(
+            f"{where}.network", f"expected one of {', '.join(NETWORK_MODES)}, got {network!r}"
+        )
+    domain_type = data.get("domain_type", "auto")
+    if domain_type not in DOMAIN_TYPES:
+        raise ValidationError(
+            f"{where}.domain_type", f"expected one of {', '.join(DOMAIN_TYPES)}, got {domain_type!r}"
+        )
+    try:
+        subnet = ipaddress.IPv4Network(str(data.get("subnet", DEFAULT_SUBNET)))
+    except ValueError as exc:
+        raise ValidationError(
+            f"{where}.subnet", f"expected an IPv4 network like 10.77.0.0/24: {exc}"
+        ) from None
+    if subnet.prefixlen > 28:
+        raise ValidationError(f"{where}.subnet", f"{subnet} is too small for a lab (use /28 or larger)")
+    uri = str(data.get("uri", DEFAULT_URI))
+    if not re.match(r"^(qemu|qemu\+[a-z]+)://", uri):
+        raise ValidationError(f"{where}.uri", f"expected a qemu:// or qemu+ssh:// libvirt URI, got {uri!r}")
+    state_dir = Path(str(data.get("state_dir", Path("~/.local/share/numa-lab") / name)))
+    image = data.get("image")
+    image_dir = Path(str(data.get("image_dir", DEFAULT_IMAGE_DIR)))
+    return Settings(name, state_dir, network, subnet, domain_type, uri, str(image) if image else None, image_dir)
+
+
+def lab_from_dict(data: Mapping[str, Any]) -> Lab:
+    """Build and validate a lab from {"settings": {...}, "guests": [{name, numa | vcpus+memory, ...}]}."""
+    settings = settings_from_dict(data.get("settings") or {})
+    raw_guests = data.get("guests")
+    if not isinstance(raw_guests, Sequence) or isinstance(raw_guests, str) or not raw_guests:
+        raise ValidationError("guests", "expected a non-empty list of guests")
+    guests: list[Guest] = []
+    used: dict[ipaddress.IPv4Address, str] = {}
+    reserved = {settings.subnet.network_address, settings.gateway, settings.subnet.broadcast_address}
+    next_host = FIRST_GUEST_HOST
+    for index, raw in enumerate(raw_guests):
+        guest_where = f"guests[{index}]"
+        if not isinstance(raw, Mapping) or "name" not in raw:
+            raise ValidationError(guest_where, f"expected a mapping with a name, got {raw!r}")
+        name = raw["name"]
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValidationError(
+                f"{guest_where}.name", f"expected a hostname label like worker-1, got {name!r}"
+            )
+        if name in (g.name for g in guests):
+            raise ValidationError(f"{name}.name", "duplicate guest name")
+        unknown = set(raw) - {"name", "numa", "vcpus", "memory", "address", "groups"}
+        if unknown:
+            raise ValidationError(name, f"unknown key(s) {', '.join(sorted(unknown))}")
+        topology = _guest_topology(name, raw)
+        if "address" in raw and raw["address"] is not None:
+            address = _address(name, raw["address"], settings.subnet, reserved)
+        else:
+            address = _free_address(name, settings.subnet, next_host, set(used) | reserved)
+            next_host = int(address) - int(settings.subnet.network_address) + 1
+        if address in used:
+            raise ValidationError(f"{name}.address", f"{address} is also the address of {used[address]}")
+        used[address] = name
+        groups = raw.get("groups") or ()
+        if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
+            raise ValidationError(f"{name}.groups", f"expected a list of group names, got {groups!r}")
+        guests.append(Guest(name, topology, address, stable_mac(settings.name, name), tuple(groups)))
+    return Lab(settings, tuple(guests))
+
+
+def stable_mac(lab_name: str, guest_name: str) -> str:
+    """A locally administered MAC in QEMU's 52:54:00 range, the same on every run."""
+    digest = hashlib.sha256(f"{lab_name}/{guest_name}".encode()).digest()
+    return "52:54:00:" + ":".join(f"{b:02x}" for b in digest[:3])
+
+
+def check_subnet_free(
+    subnet: ipaddress.IPv4Network, routes: Iterable[tuple[str, str]], own_bridge: str, where: str = "subnet"
+) -> None:
+    """Refuse a subnet overlapping any route (destination, device) not on the lab's own bridge.
+
+    `routes` holds the host's routes and the subnets of other libvirt networks; the default route
+    ("default"/0.0.0.0/0) overlaps everything and is ignored.
+    """
+    for destination, device in routes:
+        if destination in ("default", "0.0.0.0/0") or device == own_bridge:
+            continue
+        try:
+            other = ipaddress.IPv4Network(destination, strict=False)
+        except ValueError:
+            continue
+        if other.overlaps(subnet):
+            raise ValidationError(
+                where, f"{subnet} collides with {other} on {device}; choose another NUMALAB_SUBNET"
+            )
+
+
+def _guest_topology(name: str, raw: Mapping[str, Any]) -> Topology:
+    if "numa" in raw:
+        topology = Topology.from_dict(raw["numa"], where=f"{name}.numa")
+    elif "vcpus" in raw and "memory" in raw:
+        vcpus = _vcpus(name, raw["vcpus"])
+        cpus = f"0-{vcpus - 1}" if vcpus > 1 else "0"
+        topology = Topology.from_dict(
+            {"cells": [{"id": 0, "cpus": cpus, "memory": raw["memory"]}]}, where=f"{name}.numa"
+        )
+    else:
+        raise ValidationError(f"{name}.numa", "give numa cells, or vcpus and memory for a single-cell guest")
+    all_cpus = topology.cpus
+    if "vcpus" in raw:
+        vcpus = _vcpus(name, raw["vcpus"])
+        if vcpus != len(all_cpus):
+            raise ValidationError(
+                f"{name}.vcpus", f"{vcpus} vCPUs but the cells hold {len(all_cpus)} cpus ({sorted(all_cpus)})"
+            )
+    if all_cpus != frozenset(range(len(all_cpus))):
+        raise ValidationError(
+            f"{name}.numa.cells",
+            f"cell cpus must be exactly vCPUs 0-{len(all_cpus) - 1}, none missing; got {sorted(all_cpus)}",
+        )
+    if "memory" in raw:
+        memory = parse_bytes(raw["memory"], f"{name}.memory")
+        if memory != topology.memory:
+            raise ValidationError(
+                f"{name}.memory",
+                f"{format_bytes(memory)} but the cells add up to {format_bytes(topology.memory)}",
+            )
+    for cell in topology.cells:
+        if cell.memory % MIB:
+            raise ValidationError(f"{name}.numa.cells", f"cell {cell.id} memory must be whole MiB")
+    return topology
+
+
+def _vcpus(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{name}.vcpus", f"expected a vCPU count ≥ 1, got {value!r}")
+    return value
+
+
+def _address(
+    name: str, value: Any, subnet: ipaddress.IPv4Network, reserved: set[ipaddress.IPv4Address]
+) -> ipaddress.IPv4Address:
+    try:
+        address = ipaddress.IPv4Address(str(value))
+    except ValueError:
+        raise ValidationError(f"{name}.address", f"expected an IPv4 address, got {value!r}") from None
+    if address not in subnet or address in reserved:
+        raise ValidationError(
+            f"{name}.address", f"{address} is not a free guest address of {subnet} (gateway is .1)"
+        )
+    return address
+
+
+def _free_address(
+    name: str, subnet: ipaddress.IPv4Network, start: int, taken: set[ipaddress.IPv4Address]
+) -> ipaddress.IPv4Address:
+    for offset in range(start, subnet.num_addresses - 1):
+        candidate = subnet.network_address + offset
+        if candidate not in taken:
+            return candidate
+    raise ValidationError(f"{name}.address", f"no free address left in {subnet}")

@@ -1,0 +1,83 @@
+#!/bin/sh
+# Prepare this machine to run the numa-lab KVM lab: host packages, libvirt daemons, /dev/kvm access.
+# Idempotent: installs only missing packages, starts daemons only when they are not running, and
+# touches /dev/kvm only when the lab will really use kvm (hardware virtualization present).
+set -eu
+
+PACKAGES="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev pkg-config debootstrap
+openssh-client genisoimage xorriso dnsmasq-base iptables nftables iproute2 e2fsprogs gcc python3-dev"
+
+log() { echo "host-prep: $*"; }
+
+need_root() {
+    if [ "$(id -u)" != 0 ]; then
+        echo "host-prep: must run as root (apt-get, libvirtd, /dev/kvm); try: sudo $0" >&2
+        exit 1
+    fi
+}
+
+install_packages() {
+    missing=""
+    for pkg in $PACKAGES; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+            missing="$missing $pkg"
+        fi
+    done
+    if [ -z "$missing" ]; then
+        log "packages already installed"
+        return
+    fi
+    log "installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086  # word splitting of the package list is intended
+    apt-get install -y -qq --no-install-recommends $missing
+}
+
+running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start_daemons() {
+    if [ -d /run/systemd/system ]; then
+        for unit in virtlogd.socket libvirtd.socket libvirtd.service; do
+            systemctl is-active --quiet "$unit" || systemctl start "$unit"
+        done
+        log "libvirtd running (systemd)"
+        return
+    fi
+    if running /run/virtlogd.pid; then log "virtlogd already running"; else virtlogd -d; log "started virtlogd"; fi
+    if running /run/libvirtd.pid; then log "libvirtd already running"; else libvirtd -d; log "started libvirtd"; fi
+    # libvirtd -d returns before its socket exists; wait for it so the next command can connect.
+    i=0
+    until [ -S /run/libvirt/libvirt-sock ] || [ "$i" -ge 50 ]; do sleep 0.2; i=$((i + 1)); done
+    [ -S /run/libvirt/libvirt-sock ] || { echo "host-prep: libvirtd did not create its socket" >&2; exit 1; }
+}
+
+kvm_wanted() {
+    case "${NUMALAB_DOMAIN_TYPE:-auto}" in
+        qemu) return 1 ;;
+        kvm) return 0 ;;
+        auto) grep -Eqw 'vmx|svm' /proc/cpuinfo && [ -c /dev/kvm ] ;;
+        *) echo "host-prep: NUMALAB_DOMAIN_TYPE must be auto, kvm or qemu, not '${NUMALAB_DOMAIN_TYPE}'" >&2; exit 2 ;;
+    esac
+}
+
+prepare_kvm() {
+    if ! kvm_wanted; then
+        log "guests use software emulation (no vmx/svm or NUMALAB_DOMAIN_TYPE=qemu); /dev/kvm left as is"
+        return
+    fi
+    [ -c /dev/kvm ] || { echo "host-prep: kvm requested but /dev/kvm is missing (load kvm_intel/kvm_amd)" >&2; exit 1; }
+    getent group kvm >/dev/null || groupadd --system kvm
+    if [ "$(stat -c %G:%a /dev/kvm)" != "kvm:660" ]; then
+        chgrp kvm /dev/kvm
+        chmod 660 /dev/kvm
+        log "/dev/kvm is now root:kvm 0660"
+    fi
+    id -nG libvirt-qemu 2>/dev/null | grep -qw kvm || usermod -a -G kvm libvirt-qemu
+}
+
+need_root
+install_packages
+start_daemons
+prepare_kvm
+log "done"
