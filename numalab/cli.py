@@ -16,6 +16,7 @@ from numalab.model.errors import ValidationError
 SUBCOMMAND_MODULES = [
     "numalab.commands.kubelet_args",
     "numalab.lint.command",
+    "numalab.inspect",
 ]
 
 EXIT_BAD_INPUT = 2

@@ -257,3 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNAVAILABLE
     print(json.dumps(report, indent=2) if args.format == "json" else format_table(report))
     return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
