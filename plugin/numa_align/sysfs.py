@@ -48,16 +48,45 @@ def node_dir(root: str | Path = "/") -> Path:
 
 def online_nodes(root: str | Path = "/") -> frozenset[int]:
     """Ids in `node/online`."""
-    path = node_dir(root) / "online"
+    return _online(node_dir(root))
+
+
+def read_node(node_id: int, root: str | Path = "/") -> NodeInfo:
+    return _read_node(node_dir(root), node_id)
+
+
+def read_nodes(root: str | Path = "/") -> list[NodeInfo]:
+    """Every online node, sorted by id."""
+    return _read_nodes(node_dir(root))
+
+
+def read_mounted_nodes(sysfs: str | Path = "/sys") -> list[NodeInfo]:
+    """Every online node of a sysfs mounted at `sysfs`, sorted by id.
+
+    The plugin is told where sysfs is mounted (NUMA_SYSFS_ROOT, /sys or /host/sys in a container),
+    not where the root of the file system is, which is what `read_nodes` takes.
+    """
+    return _read_nodes(Path(sysfs) / "devices/system/node")
+
+
+def _online(base: Path) -> frozenset[int]:
+    path = base / "online"
     try:
         return parse_cpulist(_read(path))
     except ValueError as exc:
         raise SysfsError(f"{path}: {exc}") from None
 
 
-def read_node(node_id: int, root: str | Path = "/") -> NodeInfo:
-    base = node_dir(root) / f"node{node_id}"
-    cpus = parse_cpulist(_read(base / "cpulist"))
+def _read_nodes(base: Path) -> list[NodeInfo]:
+    return [_read_node(base, node_id) for node_id in sorted(_online(base))]
+
+
+def _read_node(node_base: Path, node_id: int) -> NodeInfo:
+    base = node_base / f"node{node_id}"
+    try:
+        cpus = parse_cpulist(_read(base / "cpulist"))
+    except ValueError as exc:
+        raise SysfsError(f"{base / 'cpulist'}: {exc}") from None
     meminfo = _read(base / "meminfo")
     match = _MEMTOTAL.search(meminfo)
     if not match:
@@ -72,11 +101,6 @@ def read_node(node_id: int, root: str | Path = "/") -> NodeInfo:
             if size and (entry / "nr_hugepages").exists():
                 hugepages[int(size.group(1))] = int(_read(entry / "nr_hugepages").strip() or 0)
     return NodeInfo(node_id, cpus, int(match.group(1)) * 1024, distances, hugepages)
-
-
-def read_nodes(root: str | Path = "/") -> list[NodeInfo]:
-    """Every online node, sorted by id."""
-    return [read_node(node_id, root) for node_id in sorted(online_nodes(root))]
 
 
 def _read(path: Path) -> str:

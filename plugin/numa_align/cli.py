@@ -1,0 +1,113 @@
+"""`numa-align`: serve (the default), discover, inspect.
+
+Settings come from NUMA_* variables or the equal flags (a flag wins). Bad input exits 2 with one line on
+stderr naming the variable, before the plugin creates any socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from numa_align import __version__
+from numa_align.settings import OPTIONS, SettingsError, read_settings
+
+log = logging.getLogger("numa_align")
+
+SUBCOMMANDS = ("serve", "discover", "inspect")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit 2) like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "inspect":
+        # Lazy: the inspector is its own module (PodResources client) and may pull in more.
+        from numa_align import inspect as inspector
+
+        return inspector.main(args[1:])
+    if not args or (args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help", "--version")):
+        args.insert(0, "serve")
+    parsed = _parser().parse_args(args)
+    return parsed.func(parsed)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="numa-align", description="Kubelet device plugin: each NUMA node N as numa-align/numa-N.")
+    parser.add_argument("--version", action="version", version=f"numa-align {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    serve = sub.add_parser("serve", help="run the device plugin (the default)")
+    _add_options(serve, serving=True)
+    serve.set_defaults(func=_serve)
+    discover = sub.add_parser("discover", help="print the NUMA topology and devices as JSON, then exit")
+    _add_options(discover, serving=False)
+    discover.set_defaults(func=_discover)
+    sub.add_parser("inspect", help="show what the kubelet allocated (PodResources API)", add_help=False)
+    return parser
+
+
+def _add_options(parser: argparse.ArgumentParser, serving: bool) -> None:
+    for key, option in OPTIONS.items():
+        if key == "socket_dir" and not serving:
+            continue
+        parser.add_argument(option.flag, dest=key, metavar=option.variable, help=option.help)
+
+
+def _flags(parsed: argparse.Namespace) -> dict[str, str | None]:
+    return {key: getattr(parsed, key, None) for key in OPTIONS}
+
+
+def _discover(parsed: argparse.Namespace) -> int:
+    from numa_align.discovery import describe, discover
+
+    try:
+        settings = read_settings(os.environ, _flags(parsed), serving=False)
+        nodes = discover(settings)
+    except SettingsError as exc:
+        print(f"numa-align: {exc}", file=sys.stderr)
+        return 2
+    json.dump(describe(nodes, settings), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _serve(parsed: argparse.Namespace) -> int:
+    from numa_align.discovery import discover
+    from numa_align.running import Plugin
+
+    try:
+        settings = read_settings(os.environ, _flags(parsed), serving=True)
+        nodes = discover(settings)
+    except SettingsError as exc:
+        print(f"numa-align: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    plugin = Plugin(settings, nodes)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        plugin.stop(f"received {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info(
+        "numa-align %s: %d NUMA nodes (%s), capacity %s, sockets in %s",
+        __version__, len(nodes), ",".join(str(n.id) for n in nodes), settings.capacity, settings.socket_dir,
+    )
+    try:
+        plugin.run()
+    except OSError as exc:
+        log.error("cannot serve: %s", exc)
+        return 1
+    return 0

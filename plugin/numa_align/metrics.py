@@ -1,0 +1,62 @@
+"""Prometheus metrics of the plugin, on a registry of its own so several plugins can share a process
+(tests run many)."""
+
+from __future__ import annotations
+
+import logging
+from http.server import ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from numa_align.devices import HEALTHY, UNHEALTHY
+
+log = logging.getLogger(__name__)
+
+
+class Metrics:
+    """The plugin's gauges and counters; `serve(host, port)` exposes them at /metrics."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.node_cpus = Gauge("numa_node_cpus_count", "CPUs of the NUMA node", ["node"], registry=r)
+        self.node_memory = Gauge("numa_node_memory_bytes", "MemTotal of the NUMA node", ["node"], registry=r)
+        self.devices = Gauge("numa_align_devices", "Devices advertised", ["resource", "health"], registry=r)
+        self.registered = Gauge(
+            "numa_align_registered", "1 while the resource is registered with the kubelet", ["resource"], registry=r
+        )
+        self.registrations = Counter(
+            "numa_align_registrations", "Successful Register calls to the kubelet", registry=r
+        )
+        self.allocations = Counter(
+            "numa_align_allocations", "Containers given devices by Allocate", ["resource"], registry=r
+        )
+        self.allocate_errors = Counter(
+            "numa_align_allocate_errors", "Allocate calls rejected (unknown or foreign device ids)", registry=r
+        )
+        self._server: ThreadingHTTPServer | None = None
+
+    def set_node(self, node: int, cpus: int, memory: int) -> None:
+        self.node_cpus.labels(node=str(node)).set(cpus)
+        self.node_memory.labels(node=str(node)).set(memory)
+
+    def set_devices(self, resource: str, count: int, healthy: bool) -> None:
+        self.devices.labels(resource=resource, health=HEALTHY).set(count if healthy else 0)
+        self.devices.labels(resource=resource, health=UNHEALTHY).set(0 if healthy else count)
+
+    def set_registered(self, resource: str, registered: bool) -> None:
+        self.registered.labels(resource=resource).set(1 if registered else 0)
+
+    def serve(self, host: str, port: int) -> tuple[str, int]:
+        """Start the /metrics HTTP server in a daemon thread; return the address it listens on."""
+        server, _thread = start_http_server(port, addr=host or "0.0.0.0", registry=self.registry)
+        self._server = server
+        bound = server.server_address
+        log.info("metrics at http://%s:%d/metrics", bound[0], bound[1])
+        return bound[0], bound[1]
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,86 @@
+"""One resource's gRPC server on its own unix socket, `numa-N.sock` in the kubelet's directory.
+
+The kubelet's ListAndWatch names no resource, so each resource needs a socket of its own. A stopped gRPC
+server cannot be started again: after its socket is lost the plugin builds a new Endpoint server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+
+from numa_align.api import deviceplugin_v1beta1_pb2_grpc as api_grpc
+from numa_align.devices import socket_name
+from numa_align.servicer import NodeDevicePlugin
+
+log = logging.getLogger(__name__)
+
+WORKERS = 4
+"""Threads per server: the kubelet holds one ListAndWatch stream and makes unary calls one at a time."""
+
+
+class Endpoint:
+    """Serves one NodeDevicePlugin on `<socket_dir>/numa-N.sock`; remembers the socket file it made so it
+    notices when the kubelet deletes it, and never removes a file it did not make."""
+
+    def __init__(self, servicer: NodeDevicePlugin, socket_dir: Path) -> None:
+        self.servicer = servicer
+        self.path = socket_dir / socket_name(servicer.node)
+        self._server: grpc.Server | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._identity: tuple[int, int] | None = None
+
+    @property
+    def resource(self) -> str:
+        return self.servicer.resource
+
+    @property
+    def endpoint(self) -> str:
+        """What the plugin registers: the socket's file name, relative to the kubelet's directory."""
+        return self.path.name
+
+    def start(self) -> None:
+        """Build a new server, bind the socket and serve; returns once connections are accepted."""
+        self.stop()
+        if self.path.exists() or self.path.is_symlink():
+            log.info("%s: removing stale %s", self.resource, self.path)
+            self.path.unlink()
+        executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=f"numa-{self.servicer.node}")
+        server = grpc.server(executor, options=[("grpc.max_concurrent_streams", 16)])
+        api_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
+        if server.add_insecure_port(f"unix:{self.path}") == 0:
+            executor.shutdown(wait=False)
+            raise OSError(f"{self.resource}: cannot bind {self.path}")
+        server.start()
+        self._server, self._executor = server, executor
+        self._identity = file_identity(self.path)
+        log.debug("%s: serving on %s", self.resource, self.path)
+
+    def stop(self, grace: float = 0.5) -> None:
+        """End the streams cleanly, stop the server, and remove the socket if it is still ours."""
+        if self._server is None:
+            return
+        self.servicer.end_streams()
+        self._server.stop(grace).wait()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+        if self._identity is not None and file_identity(self.path) == self._identity:
+            self.path.unlink(missing_ok=True)
+        self._server = self._executor = self._identity = None
+
+    def socket_lost(self) -> bool:
+        """True when the server runs but its socket file was deleted or replaced (kubelet restart)."""
+        return self._server is not None and file_identity(self.path) != self._identity
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(inode, ctime ns) of a file: a deleted-and-recreated file differs even if the inode is reused."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_ctime_ns

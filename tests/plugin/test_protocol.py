@@ -1,0 +1,182 @@
+"""The plugin against the kubelet double, over real unix sockets: registration, devices, allocation."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from numa_align.devices import resource_name
+
+from tests.plugin.conftest import running_plugin
+
+TWO_NODES = {0: "0-1", 2: "2-3"}
+FOUR_NODES = {0: "0-1", 1: "2-3", 3: "4-5", 6: "6-7"}
+
+
+def resources(cells) -> list[str]:
+    return [resource_name(node) for node in sorted(cells)]
+
+
+@pytest.mark.parametrize("cells", [TWO_NODES, FOUR_NODES], ids=["2-nodes-0,2", "4-nodes-0,1,3,6"])
+def test_every_node_registers_with_its_own_socket_and_topology(cells, make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(cells)):
+        assert kubelet.wait_connected(resources(cells))
+        requests = {request.resource_name: request for _gen, request in kubelet.registrations}
+        assert sorted(requests) == resources(cells)
+        for node in cells:
+            request = requests[resource_name(node)]
+            assert request.version == "v1beta1"
+            assert request.endpoint == f"numa-{node}.sock"
+            assert request.options.get_preferred_allocation_available
+            assert not request.options.pre_start_required
+            client = kubelet.client(resource_name(node))
+            assert client.options.get_preferred_allocation_available
+            devices = client.devices
+            assert [d.ID for d in devices] == [f"numa-{node}-{i}" for i in range(3)]
+            assert all(d.health == "Healthy" for d in devices)
+            assert all([n.ID for n in d.topology.nodes] == [node] for d in devices)
+        all_ids = [d.ID for node in cells for d in kubelet.client(resource_name(node)).devices]
+        assert len(set(all_ids)) == len(all_ids) and max(map(len, all_ids)) <= 63
+
+
+def test_a_host_with_one_node_still_serves_numa_0(make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs({0: "0-3"}), capacity=100):
+        assert kubelet.wait_connected(["numa-align/numa-0"])
+        assert len(kubelet.client("numa-align/numa-0").devices) == 100
+
+
+def test_allocate_injects_numa_node_once_per_container(make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        client = kubelet.client("numa-align/numa-2")
+        assert client.admit(2) == {"NUMA_NODE": "2"}
+        responses = client.allocate(["numa-2-0"], ["numa-2-1", "numa-2-2"])
+        assert [dict(r.envs) for r in responses] == [{"NUMA_NODE": "2"}, {"NUMA_NODE": "2"}]
+        assert kubelet.client("numa-align/numa-0").admit(1) == {"NUMA_NODE": "0"}
+
+
+def test_preferred_allocation_keeps_must_include_and_size(make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES), capacity=5):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        client = kubelet.client("numa-align/numa-0")
+        available = ["numa-0-4", "numa-0-3", "numa-0-1", "numa-0-0"]
+        assert client.preferred(available, ["numa-0-3"], 3) == ["numa-0-3", "numa-0-0", "numa-0-1"]
+        assert client.preferred(available, [], 0) == []
+        assert sorted(client.preferred(available, ["numa-0-4", "numa-0-1"], 2)) == ["numa-0-1", "numa-0-4"]
+        with pytest.raises(grpc.RpcError) as info:
+            client.preferred(available, [], 5)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "allocation_size 5" in info.value.details()
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (["gpu-0"], "'gpu-0' is not a device of numa-align/numa-2"),
+        (["numa-0-1"], "'numa-0-1' belongs to NUMA node 0"),
+        (["numa-2-3"], "'numa-2-3' is not a device of numa-align/numa-2"),
+        ([], "lists no device ids"),
+    ],
+    ids=["unknown", "other-node", "beyond-capacity", "empty"],
+)
+def test_bad_device_ids_are_invalid_argument_and_the_plugin_keeps_serving(
+    ids, message, make_sysfs, kubelet, base_settings
+):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)) as plugin:
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        client = kubelet.client("numa-align/numa-2")
+        with pytest.raises(grpc.RpcError) as info:
+            client.allocate(["numa-2-0"], ids)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert message in info.value.details()
+        assert client.admit(1) == {"NUMA_NODE": "2"}
+        assert plugin.metrics.registry.get_sample_value("numa_align_allocate_errors_total") == 1
+
+
+def test_capacity_cpus_advertises_unreserved_cpus_per_node(make_sysfs, kubelet, base_settings):
+    cells = {0: "0-3", 1: "4-5", 3: "6-11"}
+    with running_plugin(
+        base_settings, sysfs_root=make_sysfs(cells), capacity="cpus", reserved_cpus=frozenset({0, 4, 5})
+    ):
+        assert kubelet.wait_connected(resources(cells))
+        counts = {node: len(kubelet.client(resource_name(node)).devices) for node in cells}
+        assert counts == {0: 3, 1: 0, 3: 6}
+        assert kubelet.client("numa-align/numa-3").admit(6) == {"NUMA_NODE": "3"}
+
+
+def test_plugin_waits_for_an_absent_kubelet(make_sysfs, socket_dir, base_settings):
+    from tests.kubeletdouble import KubeletDouble
+
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)) as plugin:
+        assert all(endpoint.path.exists() for endpoint in plugin.endpoints.values())
+        assert not (socket_dir / "kubelet.sock").exists()
+        kubelet = KubeletDouble(socket_dir)
+        kubelet.start()  # deletes the plugin's sockets, as a starting kubelet does
+        try:
+            assert kubelet.wait_connected(resources(TWO_NODES))
+            assert kubelet.client("numa-align/numa-0").admit(1) == {"NUMA_NODE": "0"}
+        finally:
+            kubelet.stop()
+
+
+def test_fifty_kubelet_restarts_are_all_followed_by_registration(make_sysfs, kubelet, base_settings):
+    names = resources(FOUR_NODES)
+    with running_plugin(base_settings, sysfs_root=make_sysfs(FOUR_NODES)) as plugin:
+        assert kubelet.wait_connected(names)
+        for run in range(1, 51):
+            kubelet.restart()
+            assert kubelet.wait_connected(names, generation=run), f"restart {run}: {kubelet.errors}"
+        per_run = {}
+        for generation, request in kubelet.registrations:
+            per_run.setdefault(generation, set()).add(request.resource_name)
+        assert all(per_run[run] == set(names) for run in range(51))
+        assert kubelet.client("numa-align/numa-6").admit(3) == {"NUMA_NODE": "6"}
+        assert plugin.metrics.registry.get_sample_value("numa_align_registrations_total") >= 51 * len(names)
+        assert (kubelet.socket_dir / "kubelet_internal_checkpoint").exists()
+
+
+def test_a_lost_socket_is_rebuilt_and_registered_again(make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        first = kubelet.client("numa-align/numa-2")
+        (kubelet.socket_dir / "numa-2.sock").unlink()
+        assert first.stream_ended() == grpc.StatusCode.OK  # the old server ended its stream cleanly
+        second = kubelet.wait_new_client("numa-align/numa-2", first)
+        assert second is not None, kubelet.errors
+        _, again = kubelet.registrations[-1]
+        assert again.resource_name == "numa-align/numa-2" and len(kubelet.registrations) == 3
+        assert second.admit(1) == {"NUMA_NODE": "2"}
+
+
+def test_an_offline_node_is_resent_unhealthy_and_recovers(make_sysfs, kubelet, base_settings):
+    sysfs = make_sysfs(TWO_NODES)
+    online = sysfs / "devices/system/node/online"
+    with running_plugin(base_settings, sysfs_root=sysfs, rescan_interval=0.05):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        client = kubelet.client("numa-align/numa-2")
+        online.write_text("0\n")
+        assert client.wait_for(lambda c: all(d.health == "Unhealthy" for d in c.devices))
+        assert [d.ID for d in client.devices] == ["numa-2-0", "numa-2-1", "numa-2-2"]
+        assert all(d.health == "Healthy" for d in kubelet.client("numa-align/numa-0").devices)
+        online.write_text("0,2\n")
+        assert client.wait_for(lambda c: all(d.health == "Healthy" for d in c.devices))
+        # one list at start, one when offline, one when back: nothing is resent without a change
+        assert len(client.updates) == 3
+
+
+def test_cpu_count_change_is_resent_with_capacity_cpus(make_sysfs, kubelet, base_settings):
+    sysfs = make_sysfs(TWO_NODES)
+    with running_plugin(base_settings, sysfs_root=sysfs, capacity="cpus", rescan_interval=0.05):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        client = kubelet.client("numa-align/numa-0")
+        assert len(client.devices) == 2
+        (sysfs / "devices/system/node/node0/cpulist").write_text("0-1,8-9\n")
+        assert client.wait_for(lambda c: len(c.devices) == 4)
+
+
+def test_stop_ends_streams_cleanly_and_removes_only_own_sockets(make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        clients = [kubelet.client(name) for name in resources(TWO_NODES)]
+    assert [client.stream_ended() for client in clients] == [grpc.StatusCode.OK] * 2
+    left = sorted(p.name for p in kubelet.socket_dir.iterdir())
+    assert left == ["kubelet.sock", "kubelet_internal_checkpoint"]
