@@ -1,0 +1,93 @@
+"""`numa-align` as a process: exit codes, one-line errors, signals, `discover`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.plugin.test_protocol import TWO_NODES, resources
+
+
+def numa_align(*args: str, env: dict[str, str], **kwargs) -> subprocess.Popen:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NUMA_")} | env
+    return subprocess.Popen(
+        [sys.executable, "-m", "numa_align", *args],
+        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs,
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_ends_streams_removes_own_sockets_and_exits_0(signum, make_sysfs, kubelet):
+    env = {"NUMA_SYSFS_ROOT": str(make_sysfs(TWO_NODES)), "NUMA_SOCKET_DIR": str(kubelet.socket_dir),
+           "NUMA_METRICS_ADDR": "", "NUMA_CAPACITY": "2"}
+    process = numa_align(env=env)
+    try:
+        assert kubelet.wait_connected(resources(TWO_NODES), timeout=30), kubelet.errors
+        clients = [kubelet.client(name) for name in resources(TWO_NODES)]
+        process.send_signal(signum)
+        _out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert f"received {signum.name}" in err
+    assert [client.stream_ended() for client in clients] == [grpc.StatusCode.OK] * 2
+    left = sorted(p.name for p in kubelet.socket_dir.iterdir())
+    assert left == ["kubelet.sock", "kubelet_internal_checkpoint"]
+
+
+def _invalid_cases(tmp: Path, socket_dir: Path, sysfs: Path) -> list[tuple[dict[str, str], list[str], str]]:
+    a_file = tmp / "not-a-dir"
+    a_file.write_text("")
+    return [
+        ({"NUMA_CAPACITY": "0"}, [], "NUMA_CAPACITY"),
+        ({"NUMA_CAPACITY": "-1"}, [], "NUMA_CAPACITY"),
+        ({"NUMA_CAPACITY": "abc"}, [], "NUMA_CAPACITY"),
+        ({"NUMA_CAPACITY": ""}, [], "NUMA_CAPACITY"),
+        ({}, ["--capacity", "0"], "--capacity"),
+        ({"NUMA_RESERVED_CPUS": "64"}, [], "NUMA_RESERVED_CPUS"),
+        ({"NUMA_RESERVED_CPUS": "3-1"}, [], "NUMA_RESERVED_CPUS"),
+        ({"NUMA_RESERVED_CPUS": "x"}, [], "NUMA_RESERVED_CPUS"),
+        ({"NUMA_SOCKET_DIR": str(a_file)}, [], "NUMA_SOCKET_DIR"),
+        ({"NUMA_SOCKET_DIR": str(tmp / "missing")}, [], "NUMA_SOCKET_DIR"),
+        ({"NUMA_SOCKET_DIR": "relative/dir"}, [], "NUMA_SOCKET_DIR"),
+        ({"NUMA_SYSFS_ROOT": str(tmp / "nosys")}, [], "NUMA_SYSFS_ROOT"),
+        ({"NUMA_METRICS_ADDR": "9201"}, [], "NUMA_METRICS_ADDR"),
+        ({"NUMA_METRICS_ADDR": "host:99999"}, [], "NUMA_METRICS_ADDR"),
+        ({"NUMA_LOG_LEVEL": "loud"}, [], "NUMA_LOG_LEVEL"),
+        ({"NUMA_RESCAN_INTERVAL": "0"}, [], "NUMA_RESCAN_INTERVAL"),
+        ({}, ["--no-such-flag"], "--no-such-flag"),
+    ]
+
+
+def test_every_invalid_value_exits_2_with_one_line_before_any_socket(tmp_path, socket_dir, make_sysfs):
+    sysfs = make_sysfs(TWO_NODES)
+    base = {"NUMA_SYSFS_ROOT": str(sysfs), "NUMA_SOCKET_DIR": str(socket_dir), "NUMA_METRICS_ADDR": ""}
+    for env, args, variable in _invalid_cases(tmp_path, socket_dir, sysfs):
+        process = numa_align(*args, env=base | env)
+        out, err = process.communicate(timeout=30)
+        case = f"{env} {args}"
+        assert process.returncode == 2, f"{case}: exit {process.returncode}: {err}"
+        assert out == "", case
+        assert len(err.strip().splitlines()) == 1 and variable in err, f"{case}: {err!r}"
+        assert list(socket_dir.iterdir()) == [], case
+
+
+def test_discover_prints_nodes_and_devices_as_json(make_sysfs):
+    sysfs = make_sysfs({0: "0-3", 2: "4-7"}, memory_kib={0: 1024, 2: 2048})
+    env = {"NUMA_SYSFS_ROOT": str(sysfs), "NUMA_CAPACITY": "cpus", "NUMA_RESERVED_CPUS": "0,4-5"}
+    out, err = numa_align("discover", env=env).communicate(timeout=30)
+    report = json.loads(out)
+    assert report["capacity"] == "cpus" and report["sysfs_root"] == str(sysfs)
+    assert [(n["id"], n["cpus"], n["memory"], n["resource"], n["devices"]) for n in report["nodes"]] == [
+        (0, "0-3", 1024 * 1024, "numa-align/numa-0", 3),
+        (2, "4-7", 2048 * 1024, "numa-align/numa-2", 2),
+    ]
+    assert report["nodes"][0]["distances"] == [10, 20]
