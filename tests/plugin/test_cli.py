@@ -91,3 +91,10 @@ def test_discover_prints_nodes_and_devices_as_json(make_sysfs):
         (2, "4-7", 2048 * 1024, "numa-align/numa-2", 2),
     ]
     assert report["nodes"][0]["distances"] == [10, 20]
+
+
+def test_inspect_dispatches_to_the_inspector_with_the_remaining_arguments():
+    process = numa_align("inspect", "--help", env={})
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert "--state-dir" in out and "--pod-log-dir" in out  # the inspector's parser, not ours
