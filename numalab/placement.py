@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from numa_align.cpulist import CpulistError, format_cpulist, parse_cpulist
@@ -315,3 +316,76 @@ def numa_align_requests(container: ContainerRef) -> dict[int, int]:
         if node is not None:
             found[node] = _count(value, f"{container.path}.resources.limits.{name}")
     return found
+
+
+# --- cluster-side decisions (over API objects as plain dicts) ----------------------------------
+
+TOPOLOGY_AFFINITY_ERROR = re.compile(r"Topology.*Affinity.*Error")
+
+
+def numa_align_allocatable(allocatable: Mapping[str, Any]) -> dict[int, int]:
+    """{node: count} of numa-align/numa-N in a Node's status.allocatable; zero counts included."""
+    found: dict[int, int] = {}
+    for name, value in allocatable.items():
+        node = numa_align_node(name)
+        if node is not None:
+            found[node] = _count(value, f"status.allocatable.{name}")
+    return found
+
+
+def kubelet_policies(configz: Mapping[str, Any]) -> dict[str, str]:
+    """The manager policies from a kubelet's /configz answer ({"kubeletconfig": {...}}), with the
+    kubelet's defaults for fields it leaves out."""
+    config = configz.get("kubeletconfig")
+    if not isinstance(config, Mapping):
+        raise ValidationError("configz.kubeletconfig", "missing: not a kubelet /configz answer")
+    return {
+        "cpuManagerPolicy": str(config.get("cpuManagerPolicy") or "none"),
+        "memoryManagerPolicy": str(config.get("memoryManagerPolicy") or "None"),
+        "topologyManagerPolicy": str(config.get("topologyManagerPolicy") or "none"),
+        "topologyManagerScope": str(config.get("topologyManagerScope") or "container"),
+    }
+
+
+def judge_exhaustion(pod: Mapping[str, Any], capacity_mode: str) -> tuple[bool | None, str]:
+    """Outcome of a pod that needs more CPUs than its NUMA node has free.
+
+    Slot mode: the kubelet must reject it at admission (phase Failed, reason TopologyAffinityError).
+    cpus mode: there are too few numa-align devices, so the scheduler must leave it Pending
+    (PodScheduled False, reason Unschedulable). Returns (True, why) when it behaved, (False, why)
+    when it did something else for good, and (None, state) while the outcome is not known yet.
+    """
+    status = pod.get("status") or {}
+    phase = status.get("phase", "Pending")
+    said = " ".join(str(status.get(key) or "") for key in ("reason", "message")).strip()
+    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+    unschedulable = scheduled is not None and scheduled.get("status") == "False" \
+        and scheduled.get("reason") == "Unschedulable"
+    if phase in ("Running", "Succeeded"):
+        return False, f"admitted and {phase}: the node had room after all"
+    if capacity_mode == "cpus":
+        if unschedulable:
+            return True, f"Pending, Unschedulable: {scheduled.get('message', '')}".strip()
+        if phase == "Failed":
+            return False, f"Failed ({said}); expected to stay Pending unschedulable"
+        return None, f"{phase}, not yet judged unschedulable"
+    if phase == "Failed":
+        if TOPOLOGY_AFFINITY_ERROR.search(said):
+            return True, f"rejected: {said}"
+        return False, f"Failed for another reason: {said or 'none given'}"
+    if unschedulable:
+        return False, f"Unschedulable ({scheduled.get('message', '')}); expected the kubelet to reject it"
+    return None, f"{phase}, not yet rejected"
+
+
+def ready_since(node: Mapping[str, Any], since_epoch: float) -> bool:
+    """True when the Node's Ready condition is True and was last posted at or after `since_epoch`
+    (seconds, on the node's clock): the kubelet has reported since it was restarted."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") != "Ready":
+            continue
+        beat = condition.get("lastHeartbeatTime")
+        if condition.get("status") != "True" or not beat:
+            return False
+        return datetime.fromisoformat(str(beat).replace("Z", "+00:00")).timestamp() >= since_epoch
+    return False

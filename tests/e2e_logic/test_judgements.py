@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from numalab.placement import ProbeReport, judge_exclusive, judge_pinned, judge_shared
+from datetime import UTC, datetime
+
+import pytest
+
+from numalab.model.errors import ValidationError
+from numalab.placement import (
+    ProbeReport,
+    judge_exclusive,
+    judge_exhaustion,
+    judge_pinned,
+    judge_shared,
+    kubelet_policies,
+    numa_align_allocatable,
+    ready_since,
+)
 
 NODES = {0: frozenset({0, 1, 2, 3}), 1: frozenset({4, 5, 6, 7})}
 
@@ -60,3 +74,57 @@ def test_exclusive_sidecar_is_one_node_and_apart_from_its_neighbours():
     assert judge_exclusive(seen({3, 4}, {0, 1}), 2).problems == ("cpus 3-4 span nodes 0-1",)
     verdict = judge_exclusive(seen({0, 1, 2}, {0}), 2)
     assert verdict.problems == ("3 cpus allowed, expected exactly 2 exclusive",)
+
+
+def test_exhaustion_in_slot_mode_needs_a_topology_affinity_rejection():
+    rejected = {"status": {"phase": "Failed", "reason": "TopologyAffinityError",
+                           "message": "Resources cannot be allocated with Topology locality"}}
+    assert judge_exhaustion(rejected, "slots") == (
+        True, "rejected: TopologyAffinityError Resources cannot be allocated with Topology locality")
+    assert judge_exhaustion({"status": {"phase": "Failed", "reason": "OutOfcpu"}}, "slots") == (
+        False, "Failed for another reason: OutOfcpu")
+    assert judge_exhaustion({"status": {"phase": "Pending"}}, "slots") == (None, "Pending, not yet rejected")
+    assert judge_exhaustion({"status": {"phase": "Running"}}, "slots")[0] is False
+    unschedulable = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient numa-align/numa-1."}]}}
+    assert judge_exhaustion(unschedulable, "slots")[0] is False
+
+
+def test_exhaustion_in_cpus_mode_needs_the_scheduler_to_refuse():
+    unschedulable = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient numa-align/numa-1."}]}}
+    assert judge_exhaustion(unschedulable, "cpus") == (
+        True, "Pending, Unschedulable: 0/3 nodes are available: 3 Insufficient numa-align/numa-1.")
+    assert judge_exhaustion({"status": {"phase": "Pending"}}, "cpus")[0] is None
+    failed = {"status": {"phase": "Failed", "reason": "TopologyAffinityError"}}
+    assert judge_exhaustion(failed, "cpus") == (
+        False, "Failed (TopologyAffinityError); expected to stay Pending unschedulable")
+
+
+def test_numa_align_allocatable_and_kubelet_policies():
+    allocatable = {"cpu": "4", "memory": "3Gi", "numa-align/numa-0": "100", "numa-align/numa-1": "0"}
+    assert numa_align_allocatable(allocatable) == {0: 100, 1: 0}
+    configz = {"kubeletconfig": {"cpuManagerPolicy": "static", "memoryManagerPolicy": "Static",
+                                 "topologyManagerPolicy": "single-numa-node"}}
+    assert kubelet_policies(configz) == {"cpuManagerPolicy": "static", "memoryManagerPolicy": "Static",
+                                         "topologyManagerPolicy": "single-numa-node",
+                                         "topologyManagerScope": "container"}
+    assert kubelet_policies({"kubeletconfig": {}})["cpuManagerPolicy"] == "none"
+    with pytest.raises(ValidationError, match="configz.kubeletconfig"):
+        kubelet_policies({})
+
+
+def test_ready_since_needs_a_fresh_ready_heartbeat():
+    restart = datetime(2026, 11, 22, 19, 0, 0, tzinfo=UTC).timestamp()
+
+    def node(status, beat):
+        return {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                          {"type": "Ready", "status": status, "lastHeartbeatTime": beat}]}}
+
+    assert ready_since(node("True", "2026-11-22T19:00:05Z"), restart)
+    assert ready_since(node("True", "2026-11-22T19:00:05+00:00"), restart)
+    assert not ready_since(node("True", "2026-11-22T18:59:55Z"), restart)
+    assert not ready_since(node("False", "2026-11-22T19:00:05Z"), restart)
+    assert not ready_since({"status": {}}, restart)

@@ -1,0 +1,185 @@
+"""Fixtures and options of the e2e suite, which runs against a live cluster only.
+
+The workers' ssh_config comes from testinfra's own --ssh-config option (else $NUMALAB_SSH_CONFIG) and
+serves both testinfra and the inspector.
+
+`pytest e2e --collect-only` needs no cluster. Any other run checks the kubeconfig and the API server
+first and stops at once, naming the kubeconfig, when they do not answer: a run never passes by
+skipping everything. Pods live in one namespace per run, deleted at the end whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import testinfra
+from kube import Cluster, ClusterUnreachable, connect
+from results import Results
+
+from numalab.inspect import DEFAULT_REMOTE_COMMAND, RemoteInspectError, remote_inspect
+
+DEFAULT_PROBE_IMAGE = "registry.lab:5000/numa-lab/probe:1"
+_CLUSTER_KEY = pytest.StashKey["Cluster"]()
+_RESULTS_KEY = pytest.StashKey[Results]()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the run targets. Times in seconds."""
+
+    kubeconfig: Path
+    ssh_config: Path
+    probe_image: str
+    capacity_mode: str
+    pod_timeout: float
+    expect_topology_policy: str
+    expect_memory_policy: str
+    plugin_service: str
+    agent_service: str
+    inspect_command: str
+    restart_worker: str | None
+    ssh_host_format: str
+
+    def ssh_host(self, worker: str) -> str:
+        return self.ssh_host_format.format(node=worker)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("numa-lab e2e")
+    group.addoption("--kubeconfig", default=os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config"),
+                    help="kubeconfig of the cluster under test (default $KUBECONFIG, else ~/.kube/config)")
+    group.addoption("--probe-image", default=os.environ.get("NUMALAB_PROBE_IMAGE", DEFAULT_PROBE_IMAGE),
+                    help=f"busybox-like image for the probe (default $NUMALAB_PROBE_IMAGE, else {DEFAULT_PROBE_IMAGE})")
+    group.addoption("--capacity-mode", choices=("slots", "cpus"),
+                    default="cpus" if os.environ.get("NUMA_CAPACITY", "").strip() == "cpus" else "slots",
+                    help="the plugin's NUMA_CAPACITY mode (default from $NUMA_CAPACITY, else slots)")
+    group.addoption("--pod-timeout", type=float, default=180.0,
+                    help="seconds a pod may take to print its probe output (default 180)")
+    group.addoption("--expect-topology-policy", default="single-numa-node")
+    group.addoption("--expect-memory-policy", default="Static")
+    group.addoption("--plugin-service", default="numa-align", help="systemd unit of the plugin on workers")
+    group.addoption("--agent-service", default="rke2-agent", help="systemd unit that runs the kubelet")
+    group.addoption("--inspect-command", default=DEFAULT_REMOTE_COMMAND,
+                    help=f"how to start the node inspector over SSH (default {DEFAULT_REMOTE_COMMAND!r})")
+    group.addoption("--restart-worker", default=None,
+                    help="worker whose agent the restart case restarts (default: the first by name)")
+    group.addoption("--ssh-host-format", default="{node}",
+                    help="ssh_config Host of a worker, from its node name (default '{node}')")
+
+
+def _ssh_config(config: pytest.Config) -> str | None:
+    """testinfra's --ssh-config (shared with the inspector), else $NUMALAB_SSH_CONFIG."""
+    return config.option.ssh_config or os.environ.get("NUMALAB_SSH_CONFIG") or None
+
+
+def _settings(config: pytest.Config) -> Settings:
+    opt = config.option
+    ssh_config = _ssh_config(config)
+    return Settings(
+        kubeconfig=Path(opt.kubeconfig).expanduser(),
+        ssh_config=Path(ssh_config).expanduser() if ssh_config else Path(),
+        probe_image=opt.probe_image,
+        capacity_mode=opt.capacity_mode,
+        pod_timeout=opt.pod_timeout,
+        expect_topology_policy=opt.expect_topology_policy,
+        expect_memory_policy=opt.expect_memory_policy,
+        plugin_service=opt.plugin_service,
+        agent_service=opt.agent_service,
+        inspect_command=opt.inspect_command,
+        restart_worker=opt.restart_worker,
+        ssh_host_format=opt.ssh_host_format,
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, with the kubeconfig's name, when there is no cluster to test."""
+    config = session.config
+    config.stash[_RESULTS_KEY] = Results()
+    if config.option.collectonly or config.option.help:
+        return
+    settings = _settings(config)
+    try:
+        api = connect(settings.kubeconfig)
+    except ClusterUnreachable as exc:
+        pytest.exit(f"e2e: no cluster reachable: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    if not _ssh_config(config):
+        pytest.exit("e2e: no ssh_config for the workers: pass --ssh-config or set NUMALAB_SSH_CONFIG",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
+    if not settings.ssh_config.is_file():
+        pytest.exit(f"e2e: ssh_config {settings.ssh_config} does not exist", returncode=pytest.ExitCode.USAGE_ERROR)
+    namespace = f"numalab-e2e-{time.strftime('%H%M%S')}-{secrets.token_hex(2)}"
+    cluster = Cluster(api, namespace, settings.pod_timeout)
+    if not cluster.workers():
+        pytest.exit(f"e2e: no node of the cluster behind {settings.kubeconfig} advertises numa-align/numa-N "
+                    "(is the numa-align plugin running on the workers?)", returncode=pytest.ExitCode.USAGE_ERROR)
+    cluster.create_namespace()
+    config.stash[_CLUSTER_KEY] = cluster
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Delete the run's namespace, whether the cases passed, failed or were interrupted."""
+    cluster = session.config.stash.get(_CLUSTER_KEY, None)
+    if cluster is not None and not cluster.delete_namespace():
+        print(f"\ne2e: namespace {cluster.namespace} is still terminating; delete it by hand if it stays")
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    results = config.stash.get(_RESULTS_KEY, None)
+    if results is not None and results.rows:
+        terminalreporter.section("numa-lab e2e: worker x NUMA node x case")
+        terminalreporter.write_line(results.table())
+
+
+@pytest.fixture(scope="session")
+def settings(pytestconfig: pytest.Config) -> Settings:
+    return _settings(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> Cluster:
+    return pytestconfig.stash[_CLUSTER_KEY]
+
+
+@pytest.fixture(scope="session")
+def results(pytestconfig: pytest.Config) -> Results:
+    return pytestconfig.stash[_RESULTS_KEY]
+
+
+@pytest.fixture(scope="session")
+def workers(cluster: Cluster) -> dict[str, list[int]]:
+    """Worker name -> its NUMA node ids, from the numa-align resources each one advertises."""
+    return cluster.workers()
+
+
+@pytest.fixture(scope="session")
+def policies(cluster: Cluster, workers: dict[str, list[int]]) -> dict[str, dict[str, str]]:
+    """Worker name -> the kubelet's manager policies, from its /configz."""
+    return {worker: cluster.policies(worker) for worker in workers}
+
+
+@pytest.fixture(scope="session")
+def hosts(pytestconfig: pytest.Config, settings: Settings, workers: dict[str, list[int]]):
+    """Worker name -> testinfra host over ssh with the lab's ssh_config (testinfra's --sudo applies)."""
+    return {
+        worker: testinfra.get_host(f"ssh://{settings.ssh_host(worker)}", ssh_config=str(settings.ssh_config),
+                                   sudo=pytestconfig.option.sudo)
+        for worker in workers
+    }
+
+
+@pytest.fixture(scope="session")
+def inspect_node(settings: Settings):
+    """Run `numa-align inspect` on a worker over SSH; returns its JSON report."""
+
+    def run(worker: str) -> dict:
+        try:
+            return remote_inspect(settings.ssh_host(worker), settings.ssh_config, settings.inspect_command)
+        except RemoteInspectError as exc:
+            raise AssertionError(str(exc)) from None
+
+    return run

@@ -1,0 +1,224 @@
+"""The Kubernetes API side of the e2e suite: reachability, workers, pods, logs, namespaces.
+
+Waiting is polling with a deadline; every timeout says what the pod was doing and what its events say,
+so a red run explains itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from numalab.placement import (
+    PROBE_END,
+    ProbeReport,
+    kubelet_policies,
+    numa_align_allocatable,
+    parse_probe_output,
+)
+
+POLL_SECONDS = 2.0
+REACHABLE_TIMEOUT = 10.0
+FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                 "CreateContainerError", "RunContainerError"}
+
+
+class ClusterUnreachable(RuntimeError):
+    """The kubeconfig cannot be loaded, or the API server does not answer through it."""
+
+
+class PodTrouble(AssertionError):
+    """A pod did not do what the case needs; the message carries its phase, states and events."""
+
+
+def connect(kubeconfig: Path) -> client.ApiClient:
+    """An API client for the kubeconfig, checked by asking the server for its version."""
+    if not kubeconfig.is_file():
+        raise ClusterUnreachable(f"kubeconfig {kubeconfig} does not exist")
+    try:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+    except (config.ConfigException, OSError, ValueError) as exc:
+        raise ClusterUnreachable(f"kubeconfig {kubeconfig} cannot be loaded: {exc}") from None
+    api.configuration.retries = False
+    try:
+        client.VersionApi(api).get_code(_request_timeout=REACHABLE_TIMEOUT)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ClusterUnreachable(
+            f"no API server answers at {api.configuration.host} (kubeconfig {kubeconfig}): {exc}"
+        ) from None
+    except ApiException as exc:
+        raise ClusterUnreachable(
+            f"API server {api.configuration.host} (kubeconfig {kubeconfig}) refused: {exc.status} {exc.reason}"
+        ) from None
+    return api
+
+
+class Cluster:
+    """One namespace's worth of e2e pods on a cluster, plus the node-level reads the cases need."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, pod_timeout: float) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.pod_timeout = pod_timeout
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def workers(self) -> dict[str, list[int]]:
+        """Nodes that advertise numa-align/numa-N (N with a positive count), with their N, by name."""
+        found: dict[str, list[int]] = {}
+        for node in self.core.list_node().items:
+            counts = numa_align_allocatable(node.status.allocatable or {})
+            nodes = sorted(n for n, count in counts.items() if count > 0)
+            if nodes:
+                found[node.metadata.name] = nodes
+        return dict(sorted(found.items()))
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.api.sanitize_for_serialization(self.core.read_node(name))
+
+    def configz(self, node: str) -> dict[str, Any]:
+        """The kubelet's running configuration, through the API server's node proxy."""
+        response = self.api.call_api(
+            "/api/v1/nodes/{name}/proxy/configz", "GET", path_params={"name": node},
+            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=30,
+        )[0]
+        return json.loads(response.data)
+
+    def policies(self, node: str) -> dict[str, str]:
+        return kubelet_policies(self.configz(node))
+
+    # --- namespace -----------------------------------------------------------------------------
+
+    def create_namespace(self) -> None:
+        self.core.create_namespace({"metadata": {"name": self.namespace,
+                                                 "labels": {"app.kubernetes.io/part-of": "numa-lab-e2e"}}})
+
+    def delete_namespace(self, wait: float = 120.0) -> bool:
+        """Delete the namespace and wait until it is gone; False if it is still terminating."""
+        try:
+            self.core.delete_namespace(self.namespace, propagation_policy="Foreground", grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return self._gone(lambda: self.core.read_namespace(self.namespace), wait)
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    def create_pods(self, bodies: Iterable[dict[str, Any]]) -> list[str]:
+        names = []
+        for body in bodies:
+            self.core.create_namespaced_pod(self.namespace, body)
+            names.append(body["metadata"]["name"])
+        return names
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, self.namespace))
+
+    def delete_pods(self, names: Iterable[str], wait: float = 120.0) -> None:
+        """Delete pods and wait until they are gone, so their CPUs are free for the next case."""
+        names = list(names)
+        for name in names:
+            try:
+                self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        for name in names:
+            if not self._gone(lambda n=name: self.core.read_namespaced_pod(n, self.namespace), wait):
+                raise PodTrouble(f"pod {self.namespace}/{name} still exists {wait:.0f}s after deletion")
+
+    def events(self, name: str) -> list[str]:
+        items = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={name}").items
+        return [f"{e.type} {e.reason}: {e.message}" for e in items]
+
+    def explain(self, name: str) -> str:
+        """Phase, reason, container states and events of a pod, in one paragraph."""
+        try:
+            pod = self.pod(name)
+        except ApiException as exc:
+            return f"pod {name}: cannot read it ({exc.status} {exc.reason})"
+        status = pod.get("status") or {}
+        parts = [f"pod {self.namespace}/{name} phase {status.get('phase')}"]
+        if status.get("reason") or status.get("message"):
+            parts.append(f"{status.get('reason', '')} {status.get('message', '')}".strip())
+        for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            state = c.get("state") or {}
+            for kind, detail in state.items():
+                if detail:
+                    parts.append(f"{c['name']} {kind} {detail.get('reason', '')} {detail.get('message', '')}".strip())
+        events = self.events(name)
+        if events:
+            parts.append("events: " + "; ".join(events[-5:]))
+        return "; ".join(parts)
+
+    def wait_for_probes(self, name: str, containers: Iterable[str]) -> dict[str, ProbeReport]:
+        """Wait until every named container printed a complete probe block; return the parsed blocks."""
+        wanted = list(containers)
+        logs: dict[str, ProbeReport] = {}
+        deadline = time.monotonic() + self.pod_timeout
+        while True:
+            pod = self.pod(name)
+            status = pod.get("status") or {}
+            self._fail_fast(name, status)
+            for container in wanted:
+                if container not in logs:
+                    text = self._log(name, container)
+                    if text and PROBE_END in text:
+                        logs[container] = parse_probe_output(text)
+            if len(logs) == len(wanted):
+                return logs
+            if status.get("phase") in ("Failed", "Succeeded"):
+                raise PodTrouble(f"probe output missing for {sorted(set(wanted) - set(logs))}: {self.explain(name)}")
+            if time.monotonic() > deadline:
+                raise PodTrouble(f"no probe output after {self.pod_timeout:.0f}s: {self.explain(name)}")
+            time.sleep(POLL_SECONDS)
+
+    def wait_until(self, name: str, judge: Callable[[dict[str, Any]], tuple[bool | None, str]],
+                   timeout: float | None = None) -> tuple[bool, str]:
+        """Poll a pod until judge(pod) returns a definite answer; a timeout is a failure."""
+        limit = self.pod_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while True:
+            verdict, why = judge(self.pod(name))
+            if verdict is not None:
+                return verdict, why
+            if time.monotonic() > deadline:
+                return False, f"undecided after {limit:.0f}s ({why}): {self.explain(name)}"
+            time.sleep(POLL_SECONDS)
+
+    def _fail_fast(self, name: str, status: dict[str, Any]) -> None:
+        for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in FATAL_WAITING:
+                raise PodTrouble(f"container {c['name']} cannot start ({waiting.get('reason')}: "
+                                 f"{waiting.get('message', '')}); check --probe-image. {self.explain(name)}")
+
+    def _log(self, name: str, container: str) -> str | None:
+        try:
+            return self.core.read_namespaced_pod_log(name, self.namespace, container=container)
+        except ApiException as exc:
+            if exc.status in (400, 404):  # not started yet
+                return None
+            raise
+
+    @staticmethod
+    def _gone(read: Callable[[], Any], wait: float) -> bool:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                read()
+            except ApiException as exc:
+                if exc.status == 404:
+                    return True
+                raise
+            time.sleep(POLL_SECONDS)
+        return False
