@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import testinfra
 from kube import Cluster, ClusterUnreachable, connect
+from kubernetes.client.rest import ApiException
 from results import Results
 
 from numalab.inspect import DEFAULT_REMOTE_COMMAND, RemoteInspectError, remote_inspect
@@ -114,10 +115,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"e2e: ssh_config {settings.ssh_config} does not exist", returncode=pytest.ExitCode.USAGE_ERROR)
     namespace = f"numalab-e2e-{time.strftime('%H%M%S')}-{secrets.token_hex(2)}"
     cluster = Cluster(api, namespace, settings.pod_timeout)
-    if not cluster.workers():
-        pytest.exit(f"e2e: no node of the cluster behind {settings.kubeconfig} advertises numa-align/numa-N "
-                    "(is the numa-align plugin running on the workers?)", returncode=pytest.ExitCode.USAGE_ERROR)
-    cluster.create_namespace()
+    try:
+        if not cluster.workers():
+            pytest.exit(f"e2e: no node of the cluster behind {settings.kubeconfig} advertises numa-align/numa-N "
+                        "(is the numa-align plugin running on the workers?)", returncode=pytest.ExitCode.USAGE_ERROR)
+        cluster.create_namespace()
+    except ApiException as exc:
+        pytest.exit(f"e2e: cluster behind {settings.kubeconfig} refused to list nodes or create namespace "
+                    f"{namespace}: {exc.status} {exc.reason}", returncode=pytest.ExitCode.USAGE_ERROR)
     config.stash[_CLUSTER_KEY] = cluster
 
 

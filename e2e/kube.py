@@ -42,11 +42,14 @@ def connect(kubeconfig: Path) -> client.ApiClient:
     """An API client for the kubeconfig, checked by asking the server for its version."""
     if not kubeconfig.is_file():
         raise ClusterUnreachable(f"kubeconfig {kubeconfig} does not exist")
+    configuration = client.Configuration()
     try:
-        api = config.new_client_from_config(config_file=str(kubeconfig))
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
+                                persist_config=False)
     except (config.ConfigException, OSError, ValueError) as exc:
         raise ClusterUnreachable(f"kubeconfig {kubeconfig} cannot be loaded: {exc}") from None
-    api.configuration.retries = False
+    configuration.retries = False  # one attempt: an absent cluster must stop the run at once
+    api = client.ApiClient(configuration)
     try:
         client.VersionApi(api).get_code(_request_timeout=REACHABLE_TIMEOUT)
     except (urllib3.exceptions.HTTPError, OSError) as exc:

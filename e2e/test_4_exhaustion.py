@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numa_align.cpulist import parse_cpulist
+from numa_align.devices import resource_name
 from probe_pods import exhaustion_pod
 from results import describe_failures
 
@@ -13,32 +14,43 @@ OUTCOME_TIMEOUT = 120.0
 """Seconds for the kubelet to reject the pod (slot mode) or the scheduler to mark it unschedulable."""
 
 
+def _cpus_to_ask(report: dict, node: int, capacity_mode: str) -> int:
+    """More than node N can give: its allocatable cpus + 1, and in cpus mode also more than its devices."""
+    on_node = len(parse_cpulist(report["allocatable"]["cpus"].get(str(node), "")))
+    if capacity_mode == "cpus":
+        devices = report["allocatable"]["devices"].get(resource_name(node), {}).get("count", 0)
+        return max(on_node, devices) + 1
+    return on_node + 1
+
+
 def test_pod_larger_than_its_numa_node_is_refused(cluster, workers, settings, inspect_node, results):
     bodies = {}
     for worker, nodes in workers.items():
         try:
-            allocatable = inspect_node(worker)["allocatable"]["cpus"]
+            report = inspect_node(worker)
         except AssertionError as exc:
             for node in nodes:
                 results.add(worker, node, "exhaustion", False, detail=str(exc))
             continue
         worker_cpus = parse_cpu_millis(cluster.node(worker)["status"]["allocatable"]["cpu"]) // 1000
         for node in nodes:
-            on_node = len(parse_cpulist(allocatable.get(str(node), "")))
-            wanted = on_node + 1
-            if wanted > worker_cpus:
+            wanted = _cpus_to_ask(report, node, settings.capacity_mode)
+            if settings.capacity_mode == "slots" and wanted > worker_cpus:
                 results.add(worker, node, "exhaustion", False,
-                            detail=f"cannot build the case: node {node} has {on_node} allocatable cpus and the "
-                                   f"worker only {worker_cpus}, so {wanted} would fail on the worker's total")
+                            detail=f"cannot build the case: {wanted} cpus exceed the worker's {worker_cpus} "
+                                   "allocatable, so the scheduler, not the kubelet, would refuse it")
                 continue
             bodies[(worker, node)] = exhaustion_pod(worker, node, wanted, settings.probe_image,
                                                     settings.capacity_mode)
     cluster.create_pods(bodies.values())
     try:
         for (worker, node), body in bodies.items():
-            ok, why = cluster.wait_until(body["metadata"]["name"],
-                                         lambda pod: judge_exhaustion(pod, settings.capacity_mode),
-                                         timeout=OUTCOME_TIMEOUT)
+            resource = resource_name(node)
+            ok, why = cluster.wait_until(
+                body["metadata"]["name"],
+                lambda pod, r=resource: judge_exhaustion(pod, settings.capacity_mode, r),
+                timeout=OUTCOME_TIMEOUT,
+            )
             cpus = body["spec"]["containers"][0]["resources"]["limits"]["cpu"]
             results.add(worker, node, "exhaustion", ok, cpus=f"asked {cpus}", detail=why)
     finally:

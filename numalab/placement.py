@@ -347,13 +347,14 @@ def kubelet_policies(configz: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def judge_exhaustion(pod: Mapping[str, Any], capacity_mode: str) -> tuple[bool | None, str]:
+def judge_exhaustion(pod: Mapping[str, Any], capacity_mode: str, resource: str) -> tuple[bool | None, str]:
     """Outcome of a pod that needs more CPUs than its NUMA node has free.
 
     Slot mode: the kubelet must reject it at admission (phase Failed, reason TopologyAffinityError).
-    cpus mode: there are too few numa-align devices, so the scheduler must leave it Pending
-    (PodScheduled False, reason Unschedulable). Returns (True, why) when it behaved, (False, why)
-    when it did something else for good, and (None, state) while the outcome is not known yet.
+    cpus mode: there are too few `resource` (numa-align/numa-N) devices, so the scheduler must leave it
+    Pending (PodScheduled False, reason Unschedulable, naming the resource). Returns (True, why) when
+    it behaved, (False, why) when it did something else for good, and (None, state) while the outcome
+    is not known yet.
     """
     status = pod.get("status") or {}
     phase = status.get("phase", "Pending")
@@ -365,7 +366,10 @@ def judge_exhaustion(pod: Mapping[str, Any], capacity_mode: str) -> tuple[bool |
         return False, f"admitted and {phase}: the node had room after all"
     if capacity_mode == "cpus":
         if unschedulable:
-            return True, f"Pending, Unschedulable: {scheduled.get('message', '')}".strip()
+            message = str(scheduled.get("message", ""))
+            if f"Insufficient {resource}" not in message:
+                return False, f"Unschedulable, but not for lack of {resource}: {message}"
+            return True, f"Pending, Unschedulable: {message}"
         if phase == "Failed":
             return False, f"Failed ({said}); expected to stay Pending unschedulable"
         return None, f"{phase}, not yet judged unschedulable"

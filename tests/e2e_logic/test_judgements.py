@@ -18,6 +18,7 @@ from numalab.placement import (
     ready_since,
 )
 
+R1 = "numa-align/numa-1"
 NODES = {0: frozenset({0, 1, 2, 3}), 1: frozenset({4, 5, 6, 7})}
 
 
@@ -79,27 +80,32 @@ def test_exclusive_sidecar_is_one_node_and_apart_from_its_neighbours():
 def test_exhaustion_in_slot_mode_needs_a_topology_affinity_rejection():
     rejected = {"status": {"phase": "Failed", "reason": "TopologyAffinityError",
                            "message": "Resources cannot be allocated with Topology locality"}}
-    assert judge_exhaustion(rejected, "slots") == (
+    assert judge_exhaustion(rejected, "slots", R1) == (
         True, "rejected: TopologyAffinityError Resources cannot be allocated with Topology locality")
-    assert judge_exhaustion({"status": {"phase": "Failed", "reason": "OutOfcpu"}}, "slots") == (
+    assert judge_exhaustion({"status": {"phase": "Failed", "reason": "OutOfcpu"}}, "slots", R1) == (
         False, "Failed for another reason: OutOfcpu")
-    assert judge_exhaustion({"status": {"phase": "Pending"}}, "slots") == (None, "Pending, not yet rejected")
-    assert judge_exhaustion({"status": {"phase": "Running"}}, "slots")[0] is False
+    assert judge_exhaustion({"status": {"phase": "Pending"}}, "slots", R1) == (None, "Pending, not yet rejected")
+    assert judge_exhaustion({"status": {"phase": "Running"}}, "slots", R1)[0] is False
     unschedulable = {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
          "message": "0/3 nodes are available: 3 Insufficient numa-align/numa-1."}]}}
-    assert judge_exhaustion(unschedulable, "slots")[0] is False
+    assert judge_exhaustion(unschedulable, "slots", R1)[0] is False
 
 
 def test_exhaustion_in_cpus_mode_needs_the_scheduler_to_refuse():
+    short_of_cpu = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient cpu."}]}}
+    assert judge_exhaustion(short_of_cpu, "cpus", R1) == (
+        False, "Unschedulable, but not for lack of numa-align/numa-1: 0/3 nodes are available: 3 Insufficient cpu.")
     unschedulable = {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
          "message": "0/3 nodes are available: 3 Insufficient numa-align/numa-1."}]}}
-    assert judge_exhaustion(unschedulable, "cpus") == (
+    assert judge_exhaustion(unschedulable, "cpus", R1) == (
         True, "Pending, Unschedulable: 0/3 nodes are available: 3 Insufficient numa-align/numa-1.")
-    assert judge_exhaustion({"status": {"phase": "Pending"}}, "cpus")[0] is None
+    assert judge_exhaustion({"status": {"phase": "Pending"}}, "cpus", R1)[0] is None
     failed = {"status": {"phase": "Failed", "reason": "TopologyAffinityError"}}
-    assert judge_exhaustion(failed, "cpus") == (
+    assert judge_exhaustion(failed, "cpus", R1) == (
         False, "Failed (TopologyAffinityError); expected to stay Pending unschedulable")
 
 
