@@ -16,6 +16,13 @@ from numa_align.servicer import OPTIONS
 log = logging.getLogger(__name__)
 
 KUBELET_SOCKET = "kubelet.sock"
+CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 20),
+    ("grpc.min_reconnect_backoff_ms", 20),
+    ("grpc.max_reconnect_backoff_ms", 200),
+]
+"""gRPC waits 1 s before redialling a refused socket; a local kubelet.sock that is being recreated is
+worth redialling within milliseconds (re-registration goal: < 300 ms)."""
 
 
 class RegistrationError(RuntimeError):
@@ -31,7 +38,7 @@ def register(kubelet_socket: Path, endpoints: Iterable[tuple[str, str]], timeout
     done: list[str] = []
     # wait_for_ready rides out a kubelet.sock that is bound but not yet listening; channel_ready_future
     # would cost 200 ms at channel close (its connectivity poller wakes every 200 ms).
-    with grpc.insecure_channel(f"unix:{kubelet_socket}") as channel:
+    with grpc.insecure_channel(f"unix:{kubelet_socket}", options=CHANNEL_OPTIONS) as channel:
         stub = api_grpc.RegistrationStub(channel)
         for resource, endpoint in endpoints:
             request = api.RegisterRequest(

@@ -97,8 +97,10 @@ class Plugin:
                 log.debug("in %s: %s", self.socket_dir, ", ".join(map(str, events)))
             if self._stopping.is_set():
                 return
-            if not watch.watching and watch.rewatch():
-                log.info("watching %s again", self.socket_dir)
+            if not watch.watching:
+                if not watch.rewatch():
+                    continue  # the directory is gone: nothing to bind or register until it is back
+                log.info("%s is back; watching it again", self.socket_dir)
 
             # kubelet.sock first: a kubelet creates it after deleting the old sockets, so once it is seen
             # the check of our own sockets below cannot miss a deletion still to come.

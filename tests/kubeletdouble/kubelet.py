@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,6 +32,10 @@ class KubeletDouble:
         self.generation = -1
         self.registrations: list[tuple[int, api.RegisterRequest]] = []
         self.errors: list[str] = []
+        self.started_at = 0.0
+        """time.monotonic() just before the current kubelet.sock was bound."""
+        self.registered_at: dict[tuple[int, str], float] = {}
+        """(generation, resource) -> time.monotonic() when its Register arrived."""
         self._clients: dict[str, PluginClient] = {}
         self._cond = threading.Condition()
         self._server: grpc.Server | None = None
@@ -49,6 +54,7 @@ class KubeletDouble:
         (self.socket_dir / CHECKPOINT).write_text(json.dumps({"Data": {"generation": self.generation}}))
         server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="kubelet"))
         api_grpc.add_RegistrationServicer_to_server(RegistrationServicer(self._on_register), server)
+        self.started_at = time.monotonic()
         server.add_insecure_port(f"unix:{self.socket}")
         server.start()
         self._server = server
@@ -93,6 +99,7 @@ class KubeletDouble:
         with self._cond:
             generation = self.generation
             self.registrations.append((generation, request))
+            self.registered_at[(generation, request.resource_name)] = time.monotonic()
         threading.Thread(
             target=self._connect, args=(request, generation), name=f"dial-{request.resource_name}", daemon=True
         ).start()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+
 import grpc
 import pytest
 from numa_align.devices import resource_name
 
+from tests.kubeletdouble import KubeletDouble
 from tests.plugin.conftest import running_plugin
 
 TWO_NODES = {0: "0-1", 2: "2-3"}
@@ -104,8 +107,6 @@ def test_capacity_cpus_advertises_unreserved_cpus_per_node(make_sysfs, kubelet, 
 
 
 def test_plugin_waits_for_an_absent_kubelet(make_sysfs, socket_dir, base_settings):
-    from tests.kubeletdouble import KubeletDouble
-
     with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)) as plugin:
         assert all(endpoint.path.exists() for endpoint in plugin.endpoints.values())
         assert not (socket_dir / "kubelet.sock").exists()
@@ -180,3 +181,14 @@ def test_stop_ends_streams_cleanly_and_removes_only_own_sockets(make_sysfs, kube
     assert [client.stream_ended() for client in clients] == [grpc.StatusCode.OK] * 2
     left = sorted(p.name for p in kubelet.socket_dir.iterdir())
     assert left == ["kubelet.sock", "kubelet_internal_checkpoint"]
+
+
+def test_a_removed_and_recreated_socket_dir_is_served_again(make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        kubelet.stop()
+        shutil.rmtree(kubelet.socket_dir)
+        kubelet.socket_dir.mkdir()
+        kubelet.start()
+        assert kubelet.wait_connected(resources(TWO_NODES), generation=1), kubelet.errors
+        assert kubelet.client("numa-align/numa-0").admit(1) == {"NUMA_NODE": "0"}
