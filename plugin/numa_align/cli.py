@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from numa_align import __version__
 from numa_align.settings import OPTIONS, SettingsError, read_settings
@@ -25,7 +26,7 @@ SUBCOMMANDS = ("serve", "discover", "inspect")
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (and exit 2) like every other bad input."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {message}", file=sys.stderr)
         sys.exit(2)
 
