@@ -32,6 +32,8 @@ class NodeDevicePlugin(api_grpc.DevicePluginServicer):
         self._metrics = metrics
         self._cond = threading.Condition()
         self._devices: tuple[api.Device, ...] = ()
+        self._ids: frozenset[str] = frozenset()
+        self._allocations = metrics.allocations.labels(resource=self.resource)
         self._count = 0
         self._healthy = True
         self._version = 0
@@ -47,6 +49,7 @@ class NodeDevicePlugin(api_grpc.DevicePluginServicer):
                 return False
             self._count, self._healthy = count, healthy
             self._devices = build_devices(self.node, count, healthy)
+            self._ids = frozenset(device.ID for device in self._devices)
             self._version += 1
             self._cond.notify_all()
         self._metrics.set_devices(self.resource, count, healthy)
@@ -117,7 +120,7 @@ class NodeDevicePlugin(api_grpc.DevicePluginServicer):
                 self._reject(context, f"container_requests[{n}] lists no device ids", allocate=True)
             self._check_ids(context, creq.devices_ids, known, f"container_requests[{n}].devices_ids", allocate=True)
             responses.append(api.ContainerAllocateResponse(envs={NODE_ENV: str(self.node)}))
-        self._metrics.allocations.labels(resource=self.resource).inc(len(responses))
+        self._allocations.inc(len(responses))
         return api.AllocateResponse(container_responses=responses)
 
     def PreStartContainer(
@@ -133,7 +136,7 @@ class NodeDevicePlugin(api_grpc.DevicePluginServicer):
 
     def _known_ids(self) -> frozenset[str]:
         with self._cond:
-            return frozenset(device.ID for device in self._devices)
+            return self._ids
 
     def _check_ids(
         self,
