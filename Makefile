@@ -55,7 +55,7 @@ bench: venv
 	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 protos: venv
-	sh plugin/gen_protos.sh
+	sh plugin/gen_protos.sh $(abspath $(BIN))/python
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
