@@ -89,10 +89,8 @@ class Cluster:
 
     def configz(self, node: str) -> dict[str, Any]:
         """The kubelet's running configuration, through the API server's node proxy."""
-        response = self.api.call_api(
-            "/api/v1/nodes/{name}/proxy/configz", "GET", path_params={"name": node},
-            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=30,
-        )[0]
+        response = self.core.connect_get_node_proxy_with_path(node, "configz", _preload_content=False,
+                                                              _request_timeout=30)
         return json.loads(response.data)
 
     def policies(self, node: str) -> dict[str, str]:

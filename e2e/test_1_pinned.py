@@ -41,6 +41,19 @@ def pinned(cluster, workers, settings):
         cluster.delete_pods(body["metadata"]["name"] for body in bodies.values())
 
 
+def _checkpoint(host, name: str, problems: list[str]) -> dict | None:
+    """A kubelet checkpoint file from the node, or None with the reason added to problems."""
+    path = f"{STATE_DIR}/{name}"
+    if not host.file(path).exists:
+        problems.append(f"{path} does not exist")
+        return None
+    try:
+        return json.loads(host.file(path).content_string)
+    except json.JSONDecodeError as exc:
+        problems.append(f"{path} is not JSON: {exc.msg}")
+        return None
+
+
 def test_pinned_pod_runs_on_its_numa_node(pinned, policies, results):
     for (worker, node), (_, pod, report, trouble) in pinned.items():
         if trouble:
@@ -106,12 +119,12 @@ def test_node_runs_kubelet_managers_and_plugin(pinned, workers, policies, hosts,
                 problems.append(f"kubelet {key} {policies[worker][key]}, expected {value}")
         if not host.service(settings.plugin_service).is_running:
             problems.append(f"service {settings.plugin_service} is not active")
-        cpu_state = json.loads(host.file(f"{STATE_DIR}/cpu_manager_state").content_string)
-        if cpu_state.get("policyName") != "static":
+        cpu_state = _checkpoint(host, "cpu_manager_state", problems)
+        if cpu_state is not None and cpu_state.get("policyName") != "static":
             problems.append(f"cpu_manager_state policyName {cpu_state.get('policyName')!r}, expected 'static'")
+        memory_state = _checkpoint(host, "memory_manager_state", problems) or {}
         results.add(worker, ALL_NODES, "node-state", not problems, detail="; ".join(problems))
 
-        memory_state = json.loads(host.file(f"{STATE_DIR}/memory_manager_state").content_string)
         for node in nodes:
             problems = []
             if not host.file(f"{DEVICE_PLUGIN_DIR}/{socket_name(node)}").is_socket:

@@ -22,7 +22,12 @@ def test_numa_align_survives_a_kubelet_restart(cluster, workers, hosts, settings
     host = hosts[worker]
     node_clock = int(host.check_output("date +%s"))
     started = time.monotonic()
-    host.run_expect([0], f"systemctl restart {settings.agent_service}")
+    restart = host.run(f"systemctl restart {settings.agent_service}")
+    if restart.rc != 0:
+        why = f"systemctl restart {settings.agent_service} exited {restart.rc}: {restart.stderr.strip()}"
+        for n in nodes:
+            results.add(worker, n, "restart", False, detail=why)
+        raise AssertionError(describe_failures(results.failures("restart")))
     counts: dict[int, int] = {}
     while True:
         seen = cluster.node(worker)
