@@ -24,7 +24,7 @@ class Results:
 
     def add(self, worker: str, node: int | str, case: str, ok: bool, cpus: str = "-", mems: str = "-",
             detail: str = "") -> Row:
-        row = Row(worker, str(node), case, ok, cpus or "-", mems or "-", detail)
+        row = Row(worker, str(node), case, ok, cpus or "-", mems or "-", " ".join(detail.split()))
         self.rows.append(row)
         return row
 
