@@ -1,7 +1,7 @@
 #!/bin/sh
 # Prepare this machine to run the numa-lab KVM lab: host packages, libvirt daemons, /dev/kvm access.
 # Idempotent: installs only missing packages, starts daemons only when they are not running, and
-# touches /dev/kvm only when the lab will really use kvm (hardware virtualization present).
+# changes /dev/kvm's group and mode only when they are not already root:kvm 0660.
 set -eu
 
 PACKAGES="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev pkg-config debootstrap
@@ -61,19 +61,27 @@ kvm_wanted() {
     esac
 }
 
+# /dev/kvm is made usable by libvirt's qemu user wherever it exists, even when guests use software
+# emulation: libvirt probes QEMU's capabilities as root (KVM found), then judges /dev/kvm unusable for
+# libvirt-qemu and throws its capability cache away on every call, so each domain define takes ~1 min.
 prepare_kvm() {
-    if ! kvm_wanted; then
-        log "guests use software emulation (no vmx/svm or NUMALAB_DOMAIN_TYPE=qemu); /dev/kvm left as is"
-        return
+    if kvm_wanted; then
+        log "guests use kvm (hardware virtualization)"
+        [ -c /dev/kvm ] || { echo "host-prep: kvm requested but /dev/kvm is missing (load kvm_intel/kvm_amd)" >&2; exit 1; }
+    else
+        log "guests use software emulation (no vmx/svm, or NUMALAB_DOMAIN_TYPE=qemu)"
     fi
-    [ -c /dev/kvm ] || { echo "host-prep: kvm requested but /dev/kvm is missing (load kvm_intel/kvm_amd)" >&2; exit 1; }
+    [ -c /dev/kvm ] || return 0
     getent group kvm >/dev/null || groupadd --system kvm
     if [ "$(stat -c %G:%a /dev/kvm)" != "kvm:660" ]; then
         chgrp kvm /dev/kvm
         chmod 660 /dev/kvm
         log "/dev/kvm is now root:kvm 0660"
     fi
-    id -nG libvirt-qemu 2>/dev/null | grep -qw kvm || usermod -a -G kvm libvirt-qemu
+    if ! id -nG libvirt-qemu 2>/dev/null | grep -qw kvm; then
+        usermod -a -G kvm libvirt-qemu
+        log "libvirt-qemu added to group kvm"
+    fi
 }
 
 need_root

@@ -39,6 +39,13 @@ DEFAULT_SSH_TIMEOUT = 600.0
 UPLOAD_CHUNK = 1 << 20
 
 
+def _quiet_libvirt(_context: object, _error: object) -> None:
+    """libvirt prints every error to stderr by default; here they arrive as exceptions instead."""
+
+
+libvirt.registerErrorHandler(_quiet_libvirt, None)
+
+
 class LabError(RuntimeError):
     """The lab cannot be brought up or inspected; the message says what to do next."""
 
