@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = [
     "numalab.commands.kubelet_args",
     "numalab.lint.command",
     "numalab.inspect",
+    "numalab.lab.commands",
 ]
 
 EXIT_BAD_INPUT = 2

@@ -173,6 +173,7 @@ class LabHost:
         with self._lock, file_lock(lock_file):
             if self._prepared:
                 return
+            self._check_subnet()
             self._write_ssh_material()
             self._ensure_network()
             self._ensure_pool()
@@ -219,12 +220,16 @@ class LabHost:
                 routes.append((f"{ip.get('address')}/{mask}", f"{device} (libvirt network {net.name()})"))
         return routes
 
-    def _ensure_network(self) -> None:
-        net = self._lookup(self.conn.networkLookupByName, self.network_name)
-        if net is None:
+    def _check_subnet(self) -> None:
+        """Before anything is created: a new lab network must not overlap any route or network."""
+        if self._lookup(self.conn.networkLookupByName, self.network_name) is None:
             check_subnet_free(
                 self.settings.subnet, self._network_routes(), self.settings.bridge, where="NUMALAB_SUBNET"
             )
+
+    def _ensure_network(self) -> None:
+        net = self._lookup(self.conn.networkLookupByName, self.network_name)
+        if net is None:
             xml = render(
                 "lab/network.xml.j2",
                 name=self.network_name,
