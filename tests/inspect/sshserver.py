@@ -82,6 +82,14 @@ def _run(channel: paramiko.Channel, command: bytes, executed: list[str]) -> None
 
 
 def _session(conn: socket.socket, state: LoopbackSSH) -> None:
+    """Serve one client connection; a client that goes away mid-session ends it quietly, as sshd does."""
+    try:
+        _serve(conn, state)
+    except (paramiko.SSHException, OSError, EOFError):
+        conn.close()
+
+
+def _serve(conn: socket.socket, state: LoopbackSSH) -> None:
     transport = paramiko.Transport(conn)
     transport.add_server_key(state.host_key)
     server = _Server(state.client_key, state.user)
