@@ -201,7 +201,7 @@ class LabHost:
     def _host_key_path(self, guest: Guest) -> Path:
         return self.state_dir / "keys" / "hosts" / f"{guest.name}_ed25519"
 
-    def _network_routes(self) -> list[tuple[str, str]]:
+    def network_routes(self) -> list[tuple[str, str]]:
         """Host routes (local URIs) and the subnets of the host's other libvirt networks."""
         routes: list[tuple[str, str]] = []
         if is_local_uri(self.settings.uri):
@@ -224,7 +224,7 @@ class LabHost:
         """Before anything is created: a new lab network must not overlap any route or network."""
         if self._lookup(self.conn.networkLookupByName, self.network_name) is None:
             check_subnet_free(
-                self.settings.subnet, self._network_routes(), self.settings.bridge, where="NUMALAB_SUBNET"
+                self.settings.subnet, self.network_routes(), self.settings.bridge, where="NUMALAB_SUBNET"
             )
 
     def _ensure_network(self) -> None:

@@ -205,10 +205,9 @@ def lab_from_dict(data: Mapping[str, Any]) -> Lab:
     raw_guests = data.get("guests")
     if not isinstance(raw_guests, Sequence) or isinstance(raw_guests, str) or not raw_guests:
         raise ValidationError("guests", "expected a non-empty list of guests")
-    guests: list[Guest] = []
-    used: dict[ipaddress.IPv4Address, str] = {}
+    parsed: list[tuple[str, Topology, ipaddress.IPv4Address | None, tuple[str, ...]]] = []
+    declared: dict[ipaddress.IPv4Address, str] = {}
     reserved = {settings.subnet.network_address, settings.gateway, settings.subnet.broadcast_address}
-    next_host = FIRST_GUEST_HOST
     for index, raw in enumerate(raw_guests):
         guest_where = f"guests[{index}]"
         if not isinstance(raw, Mapping) or "name" not in raw:
@@ -218,24 +217,30 @@ def lab_from_dict(data: Mapping[str, Any]) -> Lab:
             raise ValidationError(
                 f"{guest_where}.name", f"expected a hostname label like worker-1, got {name!r}"
             )
-        if name in (g.name for g in guests):
+        if name in (entry[0] for entry in parsed):
             raise ValidationError(f"{name}.name", "duplicate guest name")
         unknown = set(raw) - {"name", "numa", "vcpus", "memory", "address", "groups"}
         if unknown:
             raise ValidationError(name, f"unknown key(s) {', '.join(sorted(unknown))}")
         topology = _guest_topology(name, raw)
-        if "address" in raw and raw["address"] is not None:
+        address = None
+        if raw.get("address") is not None:
             address = _address(name, raw["address"], settings.subnet, reserved)
-        else:
-            address = _free_address(name, settings.subnet, next_host, set(used) | reserved)
-            next_host = int(address) - int(settings.subnet.network_address) + 1
-        if address in used:
-            raise ValidationError(f"{name}.address", f"{address} is also the address of {used[address]}")
-        used[address] = name
+            if address in declared:
+                raise ValidationError(f"{name}.address", f"{address} is also the address of {declared[address]}")
+            declared[address] = name
         groups = raw.get("groups") or ()
         if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
             raise ValidationError(f"{name}.groups", f"expected a list of group names, got {groups!r}")
-        guests.append(Guest(name, topology, address, stable_mac(settings.name, name), tuple(groups)))
+        parsed.append((name, topology, address, tuple(groups)))
+    # Guests without an address get the next free one from .10 up, never a declared one.
+    taken = set(declared) | reserved
+    guests: list[Guest] = []
+    for name, topology, address, groups in parsed:
+        if address is None:
+            address = _free_address(name, settings.subnet, FIRST_GUEST_HOST, taken)
+            taken.add(address)
+        guests.append(Guest(name, topology, address, stable_mac(settings.name, name), groups))
     return Lab(settings, tuple(guests))
 
 
