@@ -8,6 +8,7 @@ only objects that carry it are ever changed or removed.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -27,7 +28,8 @@ import libvirt
 from numalab.lab import keys, seed
 from numalab.lab.image import Image, Recipe, built_image, cloud_image
 from numalab.lab.locking import file_lock
-from numalab.lab.spec import Guest, Lab, check_subnet_free
+from numalab.lab.spec import DEFAULT_SUBNET, Guest, Lab, check_subnet_free
+from numalab.model.errors import ValidationError
 from numalab.render import render
 
 log = logging.getLogger(__name__)
@@ -203,29 +205,7 @@ class LabHost:
 
     def network_routes(self) -> list[tuple[str, str]]:
         """Host routes (local URIs) and the subnets of the host's other libvirt networks."""
-        routes: list[tuple[str, str]] = []
-        if is_local_uri(self.settings.uri):
-            out = subprocess.run(["ip", "-j", "-4", "route", "show"], capture_output=True, text=True, check=True)
-            routes += [(r.get("dst", ""), r.get("dev", "")) for r in json.loads(out.stdout or "[]")]
-        for net in self.conn.listAllNetworks():
-            if net.name() == self.network_name:
-                continue
-            root = ET.fromstring(net.XMLDesc())
-            bridge = root.find("bridge")
-            device = bridge.get("name", net.name()) if bridge is not None else net.name()
-            for ip in root.iterfind("ip"):
-                if ip.get("family", "ipv4") != "ipv4" or not ip.get("address"):
-                    continue
-                mask = ip.get("prefix") or ip.get("netmask") or "24"
-                routes.append((f"{ip.get('address')}/{mask}", f"{device} (libvirt network {net.name()})"))
-        return routes
-
-    def _check_subnet(self) -> None:
-        """Before anything is created: a new lab network must not overlap any route or network."""
-        if self._lookup(self.conn.networkLookupByName, self.network_name) is None:
-            check_subnet_free(
-                self.settings.subnet, self.network_routes(), self.settings.bridge, where="NUMALAB_SUBNET"
-            )
+        return network_routes(self.conn, self.settings.uri, exclude_network=self.network_name)
 
     def _ensure_network(self) -> None:
         net = self._lookup(self.conn.networkLookupByName, self.network_name)
@@ -246,7 +226,7 @@ class LabHost:
             net.create()
 
     def _require_owned_network(self, net: libvirt.virNetwork) -> None:
-        if _lab_of(net.XMLDesc()) != self.settings.name:
+        if lab_of_xml(net.XMLDesc()) != self.settings.name:
             raise LabError(
                 f"libvirt network {net.name()} exists but does not carry lab {self.settings.name}'s "
                 "metadata; refusing to touch it (rename the lab with NUMALAB_NAME)"
@@ -350,7 +330,7 @@ class LabHost:
             if domain is None:
                 domain = self.conn.defineXML(self._domain_xml(guest, pool))
                 log.info("defined domain %s", domain.name())
-            elif _lab_of(domain.XMLDesc(0)) != self.settings.name:
+            elif lab_of_xml(domain.XMLDesc(0)) != self.settings.name:
                 raise LabError(
                     f"domain {domain.name()} exists but does not carry lab {self.settings.name}'s metadata; "
                     "refusing to touch it"
@@ -446,7 +426,7 @@ class LabHost:
         result = []
         for guest in self.lab.guests:
             domain = self._lookup(self.conn.lookupByName, self.lab.domain_name(guest))
-            if domain is None or _lab_of(domain.XMLDesc(0)) != self.settings.name:
+            if domain is None or lab_of_xml(domain.XMLDesc(0)) != self.settings.name:
                 state = "absent"
             else:
                 state = states.get(domain.state()[0], "unknown")
@@ -470,14 +450,14 @@ class LabHost:
         """
         removed: list[str] = []
         for domain in self.conn.listAllDomains(0):
-            if _lab_of(domain.XMLDesc(0)) != self.settings.name:
+            if lab_of_xml(domain.XMLDesc(0)) != self.settings.name:
                 continue
             if domain.isActive():
                 domain.destroy()
             domain.undefine()
             removed.append(f"domain {domain.name()}")
         net = self._lookup(self.conn.networkLookupByName, self.network_name)
-        if net is not None and _lab_of(net.XMLDesc()) == self.settings.name:
+        if net is not None and lab_of_xml(net.XMLDesc()) == self.settings.name:
             if net.isActive():
                 net.destroy()
             net.undefine()
@@ -543,7 +523,45 @@ def lab_host(lab: Lab) -> LabHost:
         return _HOSTS[key]
 
 
-def _lab_of(xml: str) -> str | None:
+def network_routes(conn: libvirt.virConnect, uri: str, exclude_network: str = "") -> list[tuple[str, str]]:
+    """(destination, device) of the host's routes (local URIs only) and of its libvirt networks."""
+    routes: list[tuple[str, str]] = []
+    if is_local_uri(uri):
+        out = subprocess.run(["ip", "-j", "-4", "route", "show"], capture_output=True, text=True, check=True)
+        routes += [(r.get("dst", ""), r.get("dev", "")) for r in json.loads(out.stdout or "[]")]
+    for net in conn.listAllNetworks():
+        if net.name() == exclude_network:
+            continue
+        root = ET.fromstring(net.XMLDesc())
+        bridge = root.find("bridge")
+        device = bridge.get("name", net.name()) if bridge is not None else net.name()
+        for ip in root.iterfind("ip"):
+            if ip.get("family", "ipv4") != "ipv4" or not ip.get("address"):
+                continue
+            mask = ip.get("prefix") or ip.get("netmask") or "24"
+            routes.append((f"{ip.get('address')}/{mask}", f"{device} (libvirt network {net.name()})"))
+    return routes
+
+
+def free_subnet(uri: str, first: int, last: int) -> str:
+    """The first /24 at offsets first..last after the default lab subnet that overlaps nothing (test labs)."""
+    conn = libvirt.open(uri)
+    try:
+        routes = network_routes(conn, uri)
+    finally:
+        conn.close()
+    base = ipaddress.IPv4Network(DEFAULT_SUBNET)
+    for offset in range(first, last + 1):
+        candidate = ipaddress.IPv4Network((int(base.network_address) + offset * 256, 24))
+        try:
+            check_subnet_free(candidate, routes, own_bridge="")
+        except ValidationError:
+            continue
+        return str(candidate)
+    raise LabError(f"no free /24 subnet at offsets {first}-{last} from {base}")
+
+
+def lab_of_xml(xml: str) -> str | None:
     """The lab name in an object's <metadata>, or None for objects numa-lab did not create."""
     root = ET.fromstring(xml)
     element = root.find(f"./metadata/{{{NAMESPACE}}}lab")

@@ -17,7 +17,6 @@ once (and kept across runs under ~/.local/share/numa-lab/images, keyed by its re
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import subprocess
 import sys
@@ -31,10 +30,10 @@ import libvirt
 import pytest
 import testinfra
 
+from numalab.lab import provisioning
 from numalab.lab.inventory import lab_of_inventory
-from numalab.lab.provisioning import POOL_ROOT, LabHost, _lab_of
-from numalab.lab.spec import DEFAULT_SUBNET, Lab, check_subnet_free
-from numalab.model.errors import ValidationError
+from numalab.lab.provisioning import POOL_ROOT, lab_of_xml
+from numalab.lab.spec import Lab
 from numalab.model.topology import Topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,27 +133,9 @@ def run_numalab(inventory: Path, env: Mapping[str, str], *args: str) -> subproce
     )
 
 
-def free_subnet(skip: set[str] = frozenset()) -> str:
-    """A /24 next to the default lab subnet that overlaps no host route and no libvirt network."""
-    probe = LabHost(lab_of_default_shape())
-    routes = probe.network_routes()
-    base = ipaddress.IPv4Network(DEFAULT_SUBNET)
-    for offset in range(2, 200):
-        candidate = ipaddress.IPv4Network((int(base.network_address) + offset * 256, 24))
-        if str(candidate) in skip:
-            continue
-        try:
-            check_subnet_free(candidate, routes, own_bridge="")
-        except ValidationError:
-            continue
-        return str(candidate)
-    raise RuntimeError("no free /24 subnet for a test lab")
-
-
-def lab_of_default_shape() -> Lab:
-    from numalab.lab.spec import lab_from_dict
-
-    return lab_from_dict({"settings": {"name": "subnet-probe"}, "guests": TEST_GUESTS})
+def free_subnet() -> str:
+    """A /24 near the default lab subnet that overlaps no host route and no libvirt network."""
+    return provisioning.free_subnet("qemu:///system", first=2, last=199)
 
 
 def leftovers(lab: Lab) -> list[str]:
@@ -162,7 +143,7 @@ def leftovers(lab: Lab) -> list[str]:
     found = []
     conn = libvirt.open(lab.settings.uri)
     try:
-        found += [f"domain {d.name()}" for d in conn.listAllDomains(0) if _lab_of(d.XMLDesc(0)) == lab.settings.name]
+        found += [f"domain {d.name()}" for d in conn.listAllDomains(0) if lab_of_xml(d.XMLDesc(0)) == lab.settings.name]
         found += [f"network {n.name()}" for n in conn.listAllNetworks(0) if n.name() == lab.settings.object_name]
         found += [f"pool {p.name()}" for p in conn.listAllStoragePools(0) if p.name() == lab.settings.object_name]
     finally:

@@ -29,7 +29,7 @@ GUESTS = ["two", "three"]
 
 
 def results_row(output: str, label: str) -> list[str]:
-    """The cells of a row of pyinfra's results table, e.g. ["18", "-", "-", "18"] for Grand total."""
+    """The cells of a row of pyinfra's results table (printed on stderr), e.g. ["18", "-", "-", "18"]."""
     for line in output.splitlines():
         if line.strip().startswith(label):
             return line.strip()[len(label) :].split()
@@ -83,7 +83,7 @@ def test_cpuset_on_the_last_node_shows_in_proc_status(guest: LabGuest) -> None:
     allowed = dict(line.split(":\t") for line in result.stdout.strip().splitlines())
     assert allowed == {"Cpus_allowed_list": last.cpulist, "Mems_allowed_list": str(last.id)}
     # A memory policy is not a cpuset: numactl --membind leaves Mems_allowed_list at every node.
-    membind = guest.host.check_output("numactl --membind=%s grep Mems_allowed_list /proc/self/status", last.id)
+    membind = guest.host.check_output("numactl --membind=%s grep Mems_allowed_list /proc/self/status", str(last.id))
     assert membind.split(":")[1].strip() == format_cpulist(guest.topology.ids)
 
 
@@ -115,11 +115,12 @@ def test_guests_reach_nothing_outside_the_lab(guest: LabGuest) -> None:
 
 def test_second_deploy_run_changes_nothing(kvm_lab: RunningLab) -> None:
     assert kvm_lab.first_run is not None
-    hosts, success, error, _ = results_row(kvm_lab.first_run.stdout, "Grand total")
+    first = kvm_lab.first_run.stdout + kvm_lab.first_run.stderr
+    hosts, success, error, _ = results_row(first, "Grand total")
     assert success != "-" and error == "-"
     second = kvm_lab.pyinfra(str(Path(__file__).resolve().parents[2] / "deploys" / "cluster.py"))
     assert second.returncode == 0, second.stdout + second.stderr
-    assert results_row(second.stdout, "Grand total") == [hosts, "-", "-", hosts]
+    assert results_row(second.stdout + second.stderr, "Grand total") == [hosts, "-", "-", hosts]
 
 
 def test_status_lists_guests_state_address_and_shape(kvm_lab: RunningLab) -> None:

@@ -15,7 +15,7 @@ import yaml
 
 from numalab.lab.image import Image, host_debian_mirror
 from numalab.lab.keys import known_hosts_lines, ssh_config_text
-from numalab.lab.provisioning import NAMESPACE, _lab_of, describe_shape
+from numalab.lab.provisioning import NAMESPACE, describe_shape, lab_of_xml
 from numalab.lab.seed import seed_files
 from numalab.lab.spec import Lab, lab_from_dict
 from numalab.render import render
@@ -84,7 +84,7 @@ def test_domain_cells_distances_and_topology_survive_libvirt(lab: Lab, test_conn
     assert (topology.get("sockets"), topology.get("cores"), topology.get("threads")) == ("1", "4", "1")
     assert root.findtext("vcpu") == "4"
     assert root.get("type") == "qemu"
-    assert _lab_of(domain.XMLDesc(0)) == "t"
+    assert lab_of_xml(domain.XMLDesc(0)) == "t"
 
 
 def test_even_cells_become_sockets_and_default_distances_are_left_out(lab: Lab, test_conn) -> None:
@@ -126,7 +126,7 @@ def test_network_has_dhcp_hosts_and_forwards_only_for_nat(mode: str, test_conn) 
     hosts = {h.get("name"): (h.get("mac"), h.get("ip")) for h in root.findall("./ip/dhcp/host")}
     assert hosts == {g.name: (g.mac, str(g.address)) for g in lab.guests}
     assert root.find("bridge").get("name") == lab.settings.bridge
-    assert _lab_of(ET.tostring(root, encoding="unicode")) == "t"
+    assert lab_of_xml(ET.tostring(root, encoding="unicode")) == "t"
 
 
 def test_seed_carries_hostname_keys_and_mac_matched_dhcp(lab: Lab) -> None:
