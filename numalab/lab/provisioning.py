@@ -207,6 +207,13 @@ class LabHost:
         """Host routes (local URIs) and the subnets of the host's other libvirt networks."""
         return network_routes(self.conn, self.settings.uri, exclude_network=self.network_name)
 
+    def _check_subnet(self) -> None:
+        """Before anything is created: a new lab network must not overlap any route or network."""
+        if self._lookup(self.conn.networkLookupByName, self.network_name) is None:
+            check_subnet_free(
+                self.settings.subnet, self.network_routes(), self.settings.bridge, where="NUMALAB_SUBNET"
+            )
+
     def _ensure_network(self) -> None:
         net = self._lookup(self.conn.networkLookupByName, self.network_name)
         if net is None:
