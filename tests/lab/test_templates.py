@@ -13,7 +13,7 @@ import libvirt
 import pytest
 import yaml
 
-from numalab.lab.image import Image, host_debian_mirror
+from numalab.lab.image import Image, ImageBuildError, Recipe, cloud_image, host_debian_mirror
 from numalab.lab.keys import known_hosts_lines, ssh_config_text
 from numalab.lab.provisioning import NAMESPACE, describe_shape, lab_of_xml
 from numalab.lab.seed import seed_files
@@ -169,3 +169,19 @@ def test_host_debian_mirror_from_deb822_and_one_line_sources(tmp_path: Path) -> 
     (tmp_path / "sources.list.d" / "debian.sources").unlink()
     (tmp_path / "sources.list").write_text("# comment\ndeb [arch=amd64] http://other.example/debian bookworm main\n")
     assert host_debian_mirror(tmp_path) == "http://other.example/debian"
+
+
+def test_recipe_digest_names_the_content() -> None:
+    assert Recipe().digest() == Recipe().digest()
+    assert Recipe(extra_packages=("containerd",)).digest() != Recipe().digest()
+    changed_files = dict(Recipe().files, **{"etc/motd": "lab\n"})
+    assert Recipe(files=changed_files).digest() != Recipe().digest()
+
+
+def test_cloud_image_from_a_local_path(tmp_path: Path) -> None:
+    disk = tmp_path / "cloud.qcow2"
+    disk.write_bytes(b"QFI\xfb")
+    image = cloud_image(str(disk), tmp_path / "images")
+    assert (image.disk, image.direct_boot) == (disk, False)
+    with pytest.raises(ImageBuildError, match="neither an http"):
+        cloud_image(str(tmp_path / "missing.qcow2"), tmp_path / "images")
