@@ -48,8 +48,12 @@ lab-status: venv
 lab-destroy: venv
 	$(BIN)/numalab lab destroy
 
+# The e2e suite talks to a live cluster: by default the lab's fetched kubeconfig and SSH config.
+LAB_STATE ?= $(HOME)/.local/share/numa-lab/$(or $(NUMALAB_NAME),numa-lab)
+E2E_KUBECONFIG ?= $(or $(KUBECONFIG),$(LAB_STATE)/kubeconfig)
+E2E_SSH_CONFIG ?= $(or $(NUMALAB_SSH_CONFIG),$(LAB_STATE)/ssh_config)
 e2e: venv
-	$(BIN)/pytest e2e $(PYTEST_ARGS)
+	KUBECONFIG=$(E2E_KUBECONFIG) NUMALAB_SSH_CONFIG=$(E2E_SSH_CONFIG) $(BIN)/pytest e2e $(PYTEST_ARGS)
 
 bench: venv
 	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
