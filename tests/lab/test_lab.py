@@ -7,12 +7,14 @@ SSH with testinfra; see conftest.py for the session's `kvm_lab`.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from numa_align.cpulist import format_cpulist
 
 from tests.lab.conftest import (
+    BIN,
     LabGuest,
     RunningLab,
     free_subnet,
@@ -173,3 +175,17 @@ def test_guest_without_ssh_in_time_points_at_its_console_log(kvm_lab: RunningLab
         destroyed = run_numalab(inventory, env, "destroy")
     assert destroyed.returncode == 0, destroyed.stderr
     assert leftovers(lab) == []
+
+
+def test_connector_alone_finds_the_guest_in_the_inventory(kvm_lab: RunningLab) -> None:
+    env = dict(kvm_lab.env, NUMALAB_INVENTORY=str(kvm_lab.inventory))
+    result = subprocess.run(
+        [str(BIN / "pyinfra"), "-y", "@kvm/three", "exec", "--", "cat", "/sys/devices/system/node/online"],
+        env=env,
+        cwd=kvm_lab.inventory.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[@kvm/three] 0-2" in result.stdout + result.stderr
