@@ -184,7 +184,7 @@ class LabHost:
             self._prepared = True
 
     def _write_ssh_material(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # seeds hold private host keys
         keys.ensure_keypair(self.lab_key, f"numalab-{self.settings.name}")
         entries = []
         for guest in self.lab.guests:
