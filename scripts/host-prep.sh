@@ -5,7 +5,8 @@
 set -eu
 
 PACKAGES="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev pkg-config debootstrap
-openssh-client genisoimage xorriso dnsmasq-base iptables nftables iproute2 e2fsprogs gcc python3-dev"
+openssh-client genisoimage xorriso dnsmasq-base iptables nftables iproute2 e2fsprogs gcc python3-dev
+syslinux syslinux-common mtools dosfstools fdisk openssh-server"
 
 log() { echo "host-prep: $*"; }
 
@@ -30,8 +31,23 @@ install_packages() {
     log "installing:$missing"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
+    # openssh-server is here only for /usr/sbin/sshd, which the remote-URI lab test runs on 127.0.0.1 with
+    # its own config: a fresh install must neither start nor enable a system sshd on every interface.
+    new_sshd=""
+    case "$missing " in *" openssh-server "*) new_sshd=1 ;; esac
+    policy=""
+    if [ -n "$new_sshd" ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     # shellcheck disable=SC2086  # word splitting of the package list is intended
     apt-get install -y -qq --no-install-recommends $missing
+    if [ -n "$policy" ]; then rm -f "$policy"; trap - EXIT; fi
+    if [ -n "$new_sshd" ] && [ -d /run/systemd/system ]; then
+        systemctl disable --quiet --now ssh.service ssh.socket 2>/dev/null || true
+        log "openssh-server installed for the lab tests' own sshd; the system ssh service is left off"
+    fi
 }
 
 running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

@@ -97,6 +97,8 @@ class Image:
     disk: Path
     kernel: Path | None = None
     initrd: Path | None = None
+    # Names the image's volumes in a lab's pool; default: the directory holding the disk (a recipe digest).
+    name: str | None = None
     # nokaslr: the kernel image (~40 MiB) always sits in node 0 instead of a random node, so every
     # other node's MemTotal matches its declared cell memory.
     cmdline: str = "root=/dev/vda rw console=ttyS0 net.ifnames=0 nokaslr"
@@ -104,6 +106,10 @@ class Image:
     @property
     def direct_boot(self) -> bool:
         return self.kernel is not None
+
+    @property
+    def tag(self) -> str:
+        return self.name or self.disk.parent.name
 
 
 def host_debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
@@ -157,7 +163,11 @@ def cloud_image(location: str, image_root: Path) -> Image:
     path = Path(location).expanduser()
     if not path.is_file():
         raise ImageBuildError(f"NUMALAB_IMAGE: {location} is neither an http(s) URL nor an existing file")
-    return Image(disk=path.resolve())
+    # Not the directory's name: two images side by side (or one replaced in place) must not share volumes.
+    path = path.resolve()
+    stat = path.stat()
+    identity = f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    return Image(disk=path, name="cloud-" + hashlib.sha256(identity.encode()).hexdigest()[:16])
 
 
 def _build(recipe: Recipe, target: Path, mirror: str) -> None:

@@ -281,7 +281,7 @@ class LabHost:
 
     def _image_volumes(self, image: Image) -> dict[str, Path]:
         """Volume name -> local file for the base disk (and kernel/initrd for direct boot)."""
-        tag = image.disk.parent.name
+        tag = image.tag
         volumes = {f"base-{tag}.qcow2": image.disk}
         if image.kernel is not None and image.initrd is not None:
             volumes[f"vmlinuz-{tag}"] = image.kernel
@@ -321,7 +321,7 @@ class LabHost:
             overlay_name = f"{guest.name}.qcow2"
             seed_name = f"{guest.name}-seed.iso"
             if self._lookup(pool.storageVolLookupByName, overlay_name) is None:
-                base = pool.storageVolLookupByName(f"base-{self._image.disk.parent.name}.qcow2")
+                base = pool.storageVolLookupByName(f"base-{self._image.tag}.qcow2")
                 xml = render(
                     "lab/volume.xml.j2",
                     name=overlay_name,
@@ -361,7 +361,7 @@ class LabHost:
 
     def _domain_xml(self, guest: Guest, pool: libvirt.virStoragePool) -> str:
         assert self._image is not None
-        tag = self._image.disk.parent.name
+        tag = self._image.tag
         kernel_path = initrd_path = None
         if self._image.direct_boot:
             kernel_path = pool.storageVolLookupByName(f"vmlinuz-{tag}").path()
