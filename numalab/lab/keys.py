@@ -7,7 +7,7 @@ before first contact and host key checking stays on (StrictHostKeyChecking yes).
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 KEY_TYPE = "ed25519"
@@ -35,10 +35,19 @@ def known_hosts_lines(entries: Iterable[tuple[str, str, str]]) -> str:
 
 
 def ssh_config_text(
-    entries: Iterable[tuple[str, str]], identity: Path, known_hosts: Path, proxy_jump: str | None
+    entries: Iterable[tuple[str, str]],
+    identity: Path,
+    known_hosts: Path,
+    proxy_jump: str | None,
+    jump_options: Mapping[str, str] | None = None,
 ) -> str:
-    """An ssh_config with one Host block per (name, address) entry, for ssh, testinfra and pyinfra."""
+    """An ssh_config with one Host block per (name, address) entry, for ssh, testinfra and pyinfra.
+
+    With `jump_options`, `proxy_jump` is an alias and gets its own Host block with those options.
+    """
     blocks = []
+    if proxy_jump and jump_options:
+        blocks.append("\n".join([f"Host {proxy_jump}", *(f"  {k} {v}" for k, v in jump_options.items())]) + "\n")
     for name, address in entries:
         lines = [
             f"Host {name} {address}",
