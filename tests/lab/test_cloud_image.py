@@ -12,6 +12,7 @@ import functools
 import hashlib
 import http.server
 import os
+import shutil
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -128,12 +129,15 @@ def test_image_url_is_downloaded_once_into_the_image_dir(
     cloud_disk: Path, image_server: tuple[str, list[str]], tmp_path: Path
 ) -> None:
     url, gets = image_server
-    first = cloud_image(url, tmp_path / "images")
-    second = cloud_image(url, tmp_path / "images")
-    assert first == second and first.disk.name == BASE_DISK and not first.direct_boot
-    assert gets == [f"/{cloud_disk.name}"]
-    assert _sha256(first.disk) == _sha256(cloud_disk)
-    assert [p.name for p in first.disk.parent.iterdir()] == [BASE_DISK]
+    try:
+        first = cloud_image(url, tmp_path / "images")
+        second = cloud_image(url, tmp_path / "images")
+        assert first == second and first.disk.name == BASE_DISK and not first.direct_boot
+        assert gets == [f"/{cloud_disk.name}"]
+        assert _sha256(first.disk) == _sha256(cloud_disk)
+        assert [p.name for p in first.disk.parent.iterdir()] == [BASE_DISK]
+    finally:
+        shutil.rmtree(tmp_path / "images", ignore_errors=True)  # a copy of the image: not kept by pytest
 
 
 def _sha256(path: Path) -> str:
