@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -13,6 +12,7 @@ from numalab.model.errors import ValidationError
 from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.topology import Topology
 from numalab.sysfs import topology_from_sysfs
+from numalab.yamlfile import load_yaml
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,16 +47,3 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"topology": topology.to_dict(), **policy.to_dict()}, indent=2, default=str))
     return 0
 
-
-def load_yaml(path: Path, option: str) -> Any:
-    """Read one YAML document; unreadable or malformed files become a one-line ValidationError."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ValidationError(option, f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ValidationError(option, f"{path} is not valid YAML{where}") from None

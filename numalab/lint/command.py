@@ -9,13 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from numalab.cli import UsageError
 from numalab.lint.rules import RULES, Finding, LintSettings, lint_workload
 from numalab.lint.workloads import POD_SPEC_PATHS, ManifestError, load_documents, workloads
 from numalab.model.errors import ValidationError
 from numalab.model.topology import Topology
+from numalab.yamlfile import load_yaml
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
@@ -79,12 +78,7 @@ def lint_files(paths: list[Path], settings: LintSettings) -> list[Finding]:
 
 def read_worker_nodes(path: Path) -> dict[str, frozenset[int]]:
     """NUMA node ids per worker from a topology file; bad content raises UsageError naming the field."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"--topology {path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--topology {path}: not YAML: {str(exc).splitlines()[0]}") from None
+    data = load_yaml(path, "--topology")
     if not isinstance(data, Mapping) or not data:
         raise UsageError(f"--topology {path}: expected a mapping of worker name -> NUMA data (cells: ...)")
     nodes: dict[str, frozenset[int]] = {}
