@@ -414,11 +414,16 @@ class LabHost:
         )
 
     def wait_for_ssh(self, guest: Guest, timeout: float = DEFAULT_SSH_TIMEOUT) -> float:
-        """Block (cooperatively under gevent) until the guest's sshd sends its banner; seconds waited."""
+        """Block (cooperatively under gevent) until the guest is ready; seconds waited.
+
+        Ready means sshd answers and cloud-init has finished: cloud-init's config stage runs beside
+        sshd and may restart it (set_passwords does, on a stock cloud image), refusing connections
+        for a moment after the first banner.
+        """
         started = time.monotonic()
         deadline = started + timeout
         while time.monotonic() < deadline:
-            if self._ssh_banner(guest):
+            if self._ssh_banner(guest) and self._cloud_init_done(guest, deadline):
                 return time.monotonic() - started
             domain = self._lookup(self.conn.lookupByName, self.lab.domain_name(guest))
             if domain is None or not domain.isActive():
@@ -431,6 +436,25 @@ class LabHost:
             f"{guest.name}: SSH at {guest.address}:{SSH_PORT} not ready after {timeout:.0f} s; "
             f"see its console log {self.console_log(guest)}"
         )
+
+    def _cloud_init_done(self, guest: Guest, deadline: float) -> bool:
+        """Wait for cloud-init over SSH; False when the connection failed (try again), True when it ended."""
+        try:
+            done = subprocess.run(
+                ["ssh", "-F", str(self.ssh_config), guest.name, "cloud-init status --wait"],
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=max(deadline - time.monotonic(), 1),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        if done.returncode == 255:  # ssh's own failure: sshd restarting, or not listening yet
+            return False
+        if done.returncode != 0:
+            status = (done.stdout + done.stderr).decode(errors="replace").strip()
+            log.warning("%s: cloud-init finished with errors (exit %d): %s", guest.name, done.returncode, status)
+        return True
 
     def _ssh_banner(self, guest: Guest) -> bool:
         jump = proxy_jump(self.settings.uri)
