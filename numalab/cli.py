@@ -18,6 +18,8 @@ SUBCOMMAND_MODULES = [
     "numalab.lint.command",
     "numalab.inspect",
     "numalab.lab.commands",
+    "numalab.k8s.command",
+    "numalab.images.command",
 ]
 
 EXIT_BAD_INPUT = 2
