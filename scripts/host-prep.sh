@@ -6,7 +6,7 @@ set -eu
 
 PACKAGES="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev pkg-config debootstrap
 openssh-client genisoimage xorriso dnsmasq-base iptables nftables iproute2 e2fsprogs gcc python3-dev python3-venv
-syslinux syslinux-common mtools dosfstools fdisk openssh-server"
+syslinux syslinux-common mtools dosfstools fdisk openssh-server busybox-static docker-registry"
 
 log() { echo "host-prep: $*"; }
 
