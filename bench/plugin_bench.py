@@ -57,9 +57,8 @@ def workspace(cells: dict[int, str]) -> Iterator[tuple[Path, Path]]:
     """A socket directory under /tmp (short paths) and a fake sysfs with `cells`."""
     socket_dir = Path(tempfile.mkdtemp(prefix="nab-", dir="/tmp"))
     sysfs_root = Path(tempfile.mkdtemp(prefix="nab-sys-"))
-    write_node_tree(sysfs_root, cells)
     try:
-        yield socket_dir, sysfs_root / "sys"
+        yield socket_dir, write_node_tree(sysfs_root, cells)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
         shutil.rmtree(sysfs_root, ignore_errors=True)

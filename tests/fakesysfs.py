@@ -1,4 +1,4 @@
-"""Fake `/sys/devices/system/node` trees, shaped like the kernel's, for tests of every layer."""
+"""Fake sysfs mounts holding `devices/system/node`, shaped like the kernel's, for tests of every layer."""
 
 from __future__ import annotations
 
@@ -6,21 +6,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from numa_align.cpulist import format_cpulist, parse_cpulist
+from numa_align.sysfs import node_dir
 
 
 def write_node_tree(
-    root: Path,
+    sysfs: Path,
     cells: Mapping[int, str],
     memory_kib: Mapping[int, int] | int = 2 * 1024 * 1024,
     distances: Mapping[int, Sequence[int]] | None = None,
     hugepages: Mapping[int, Mapping[int, int]] | None = None,
 ) -> Path:
-    """Write node/online and nodeN/{cpulist,meminfo,distance,hugepages} under root; return root.
+    """Write node/online and nodeN/{cpulist,meminfo,distance,hugepages} under `sysfs`/devices/system;
+    return `sysfs`, the mount point every `--sysfs-root` and NUMA_SYSFS_ROOT takes.
 
     cells maps node id -> cpulist; distances default to 10 on the diagonal and 20 elsewhere;
     hugepages maps node id -> {page size KiB: count}.
     """
-    base = root / "sys/devices/system/node"
+    base = node_dir(sysfs)
     base.mkdir(parents=True, exist_ok=True)
     ids = sorted(cells)
     (base / "online").write_text(format_cpulist(ids) + "\n")
@@ -43,4 +45,4 @@ def write_node_tree(
             hp.mkdir(parents=True, exist_ok=True)
             (hp / "nr_hugepages").write_text(f"{count}\n")
             (hp / "free_hugepages").write_text(f"{count}\n")
-    return root
+    return sysfs

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 import yaml
+from numa_align.cli import main as numa_align_main
 
 from numalab.cli import main
 from tests.fakesysfs import write_node_tree
@@ -64,9 +65,31 @@ def test_topology_file_as_json(tmp_path, capsys):
     assert data["topology"]["cells"][1] == {"id": 2, "cpus": "4-7", "memory": "8Gi"}
 
 
-def test_this_machines_real_sysfs(capsys):
-    code, out, _ = run(capsys, "kubelet-args", "--sysfs-root", "/")
-    assert code == 0 and "--topology-manager-policy=single-numa-node" in out.splitlines()
+def test_this_machines_real_sysfs_is_read_at_its_mount_point_by_default(capsys):
+    code, out, err = run(capsys, "kubelet-args", "--sysfs-root", "/sys")
+    assert code == 0 and err == "" and "--topology-manager-policy=single-numa-node" in out.splitlines()
+    assert run(capsys, "kubelet-args") == (code, out, err)
+
+
+def test_the_tree_numa_align_reads_is_the_tree_kubelet_args_reads(tmp_path, capsys, monkeypatch):
+    """--sysfs-root means what NUMA_SYSFS_ROOT means: the sysfs mount point, not the file system root."""
+    sysfs = write_node_tree(tmp_path / "host-sys", {0: "0-3", 2: "4-7"}, memory_kib={0: 4194304, 2: 2097152})
+    monkeypatch.setenv("NUMA_SYSFS_ROOT", str(sysfs))
+    assert numa_align_main(["discover"]) == 0
+    plugin_nodes = json.loads(capsys.readouterr().out)["nodes"]
+    code, out, err = run(capsys, "kubelet-args", "--sysfs-root", str(sysfs), "--format", "json")
+    assert code == 0, err
+    cells = json.loads(out)["topology"]["cells"]
+    assert [(c["id"], c["cpus"], c["memory"]) for c in cells] == [(0, "0-3", "4Gi"), (2, "4-7", "2Gi")]
+    assert [(n["id"], n["cpus"]) for n in plugin_nodes] == [(c["id"], c["cpus"]) for c in cells]
+
+
+def test_a_file_system_root_is_refused_naming_the_mount_point(tmp_path, capsys):
+    write_node_tree(tmp_path / "sys", {0: "0-1"})
+    code, out, err = run(capsys, "kubelet-args", "--sysfs-root", str(tmp_path))
+    assert code == 2 and out == ""
+    assert f"{tmp_path}/devices/system/node is not a directory" in err
+    assert f"(expected where sysfs is mounted); did you mean --sysfs-root {tmp_path}/sys?" in err
 
 
 @pytest.mark.parametrize(

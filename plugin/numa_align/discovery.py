@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numa_align.devices import device_count, resource_name
 from numa_align.settings import OPTIONS, Settings, SettingsError
-from numa_align.sysfs import NodeInfo, SysfsError, read_mounted_nodes
+from numa_align.sysfs import NodeInfo, SysfsError, node_dir, read_nodes
 
 
 def discover(settings: Settings) -> list[NodeInfo]:
@@ -15,11 +15,11 @@ def discover(settings: Settings) -> list[NodeInfo]:
     """
     variable = OPTIONS["sysfs_root"].variable
     try:
-        nodes = read_mounted_nodes(settings.sysfs_root)
+        nodes = read_nodes(settings.sysfs_root)
     except SysfsError as exc:
         raise SettingsError(variable, str(exc)) from None
     if not nodes:
-        raise SettingsError(variable, f"{settings.sysfs_root}/devices/system/node/online lists no node")
+        raise SettingsError(variable, f"{node_dir(settings.sysfs_root)}/online lists no node")
     settings.check_nodes(nodes)
     return nodes
 

@@ -3,6 +3,10 @@
 One thread runs `Plugin.run()`; it sleeps in the directory watch and wakes on a change in the kubelet's
 socket directory, on a due retry or rescan, or on `stop()`. Everything that touches servers and
 registrations happens on that thread, so they need no lock of their own.
+
+Two things are retried with backoff: registration (the kubelet may not answer yet) and binding a socket
+(the directory may be removed between the look and the bind, as a kubelet reinstall does). A failed bind
+is tried again when its delay is over or at once when the directory is back; never while it is gone.
 """
 
 from __future__ import annotations
@@ -11,15 +15,16 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from numa_align.devices import device_count
 from numa_align.metrics import Metrics
 from numa_align.registration import KUBELET_SOCKET, RegistrationError, register
 from numa_align.servicer import NodeDevicePlugin
-from numa_align.serving import Endpoint, file_identity
+from numa_align.serving import BindError, Endpoint, file_identity
 from numa_align.settings import Settings
-from numa_align.sysfs import NodeInfo, SysfsError, read_mounted_nodes
+from numa_align.sysfs import NodeInfo, SysfsError, read_nodes
 from numa_align.watching import DirectoryWatch
 
 log = logging.getLogger(__name__)
@@ -27,9 +32,39 @@ log = logging.getLogger(__name__)
 RETRY_FIRST = 0.2
 RETRY_MAX = 5.0
 """Seconds between attempts to register with a kubelet that does not answer (doubling up to the max)."""
+BIND_RETRY_FIRST = 0.1
+BIND_RETRY_MAX = 5.0
+"""Seconds between attempts to bind a socket that failed to bind (doubling up to the max)."""
 REGISTER_TIMEOUT = 1.0
 DIR_GONE_POLL = 0.5
 """Seconds between looks for a socket directory that was removed (inotify cannot watch what is not there)."""
+
+
+@dataclass
+class Backoff:
+    """When to try again something that failed: `first` seconds after the first failure, doubling up to
+    `most`; `failures` counts the failures since the last success."""
+
+    first: float
+    most: float
+    due: float = 0.0
+    """time.monotonic() of the next attempt; 0 means now."""
+    delay: float = 0.0
+    failures: int = 0
+
+    def failed(self) -> float:
+        """Note a failure; return the seconds until the next attempt."""
+        self.failures += 1
+        self.delay = self.first if self.failures == 1 else min(self.delay * 2, self.most)
+        self.due = time.monotonic() + self.delay
+        return self.delay
+
+    def reset(self) -> None:
+        """Succeeded, or worth trying at once: the next attempt is due now, at the first delay."""
+        self.due, self.delay, self.failures = 0.0, 0.0, 0
+
+    def is_due(self) -> bool:
+        return time.monotonic() >= self.due
 
 
 class Plugin:
@@ -51,6 +86,8 @@ class Plugin:
         self._endpoints: dict[int, Endpoint] = {}
         self._last_seen: dict[int, NodeInfo] = {}
         self._pending: set[int] = set()
+        self._unbound: dict[int, Backoff] = {}
+        """Nodes whose socket failed to bind, with when to try again."""
 
     @property
     def endpoints(self) -> dict[int, Endpoint]:
@@ -65,12 +102,13 @@ class Plugin:
             self._watch.wake()
 
     def run(self) -> None:
-        """Serve until stop(). Raises OSError if a socket or the metrics port cannot be bound."""
+        """Serve until stop(). Raises OSError if a socket or the metrics port cannot be bound at start;
+        a socket that fails to bind later is retried (see the module docstring)."""
         self._watch = watch = DirectoryWatch(self.socket_dir)
         try:
             if self.settings.metrics_addr is not None:
                 self.metrics_address = self.metrics.serve(*self.settings.metrics_addr)
-            self._apply(self._initial)
+            self._apply(self._initial, retry_binds=False)
             self.ready.set()
             self._loop(watch)
         finally:
@@ -82,14 +120,15 @@ class Plugin:
         kubelet = file_identity(self.kubelet_socket)
         if kubelet is None:
             log.info("waiting for the kubelet: %s does not exist yet", self.kubelet_socket)
-        retry_at, backoff = 0.0, RETRY_FIRST
+        registration = Backoff(RETRY_FIRST, RETRY_MAX)
         next_rescan = time.monotonic() + self.settings.rescan_interval
         while not self._stopping.is_set():
-            now = time.monotonic()
             deadline = next_rescan
-            if self._pending and kubelet is not None:
-                deadline = min(deadline, retry_at)
-            timeout = max(0.0, deadline - now)
+            if self._registrable() and kubelet is not None:
+                deadline = min(deadline, registration.due)
+            if self._unbound and watch.watching:
+                deadline = min(deadline, *(backoff.due for backoff in self._unbound.values()))
+            timeout = max(0.0, deadline - time.monotonic())
             if not watch.watching:
                 timeout = min(timeout, DIR_GONE_POLL)
             events = watch.wait(timeout)
@@ -101,6 +140,8 @@ class Plugin:
                 if not watch.rewatch():
                     continue  # the directory is gone: nothing to bind or register until it is back
                 log.info("%s is back; watching it again", self.socket_dir)
+                for backoff in self._unbound.values():
+                    backoff.reset()  # bind at once
 
             # kubelet.sock first: a kubelet creates it after deleting the old sockets, so once it is seen
             # the check of our own sockets below cannot miss a deletion still to come.
@@ -114,27 +155,32 @@ class Plugin:
                     log.warning("%s is gone; waiting for the kubelet to come back", self.kubelet_socket)
                 else:
                     log.info("%s (re)created; registering %d resources", self.kubelet_socket, len(self._pending))
-                    retry_at, backoff = 0.0, RETRY_FIRST
+                    registration.reset()
 
-            for endpoint in self._endpoints.values():
+            for node, endpoint in self._endpoints.items():
                 if endpoint.socket_lost():
                     log.info("%s: socket %s was removed; serving on a new one", endpoint.resource, endpoint.path)
-                    endpoint.start()
-                    self._unregistered(endpoint.servicer.node)
+                    self._serve(endpoint)
+                elif node in self._unbound and self._unbound[node].is_due():
+                    self._serve(endpoint)
 
-            if self._pending and kubelet is not None and time.monotonic() >= retry_at:
+            if self._registrable() and kubelet is not None and registration.is_due():
                 if self._register():
-                    backoff = RETRY_FIRST
+                    registration.reset()
                 else:
-                    retry_at, backoff = time.monotonic() + backoff, min(backoff * 2, RETRY_MAX)
+                    registration.failed()
 
             if time.monotonic() >= next_rescan:
                 self._rescan()
                 next_rescan = time.monotonic() + self.settings.rescan_interval
 
+    def _registrable(self) -> list[int]:
+        """Pending nodes whose socket is bound and still there: the kubelet would dial the others in vain."""
+        return sorted(n for n in self._pending - self._unbound.keys() if not self._endpoints[n].socket_lost())
+
     def _register(self) -> bool:
-        """Register every pending resource; True when none is left pending."""
-        pending = sorted(self._pending)
+        """Register every registrable resource; True when none is left to register."""
+        pending = self._registrable()
         try:
             done = register(
                 self.kubelet_socket,
@@ -150,23 +196,41 @@ class Plugin:
                 self._pending.discard(node)
                 self.metrics.set_registered(resource, True)
                 self.metrics.registrations.inc()
-        return not self._pending
+        return not self._registrable()
 
     def _unregistered(self, node: int) -> None:
         self._pending.add(node)
         self.metrics.set_registered(self._endpoints[node].resource, False)
 
+    def _serve(self, endpoint: Endpoint, retry: bool = True) -> None:
+        """(Re)start an endpoint's server; on BindError, try again later with backoff (or raise, at start)."""
+        node = endpoint.servicer.node
+        self._unregistered(node)
+        try:
+            endpoint.start()
+        except BindError as exc:
+            if not retry:
+                raise
+            backoff = self._unbound.setdefault(node, Backoff(BIND_RETRY_FIRST, BIND_RETRY_MAX))
+            delay = backoff.failed()
+            log.warning("%s; bind attempt %d failed, next in %.1fs (or when the directory is back)",
+                        exc, backoff.failures, delay)
+            return
+        failed = self._unbound.pop(node, None)
+        if failed is not None:
+            log.info("%s: serving on %s after %d failed binds", endpoint.resource, endpoint.path, failed.failures)
+
     # -- topology ----------------------------------------------------------------------------------
 
     def _rescan(self) -> None:
         try:
-            nodes = read_mounted_nodes(self.settings.sysfs_root)
+            nodes = read_nodes(self.settings.sysfs_root)
         except SysfsError as exc:
             log.warning("sysfs rescan failed, keeping the last topology: %s", exc)
             return
         self._apply(nodes)
 
-    def _apply(self, nodes: Iterable[NodeInfo]) -> None:
+    def _apply(self, nodes: Iterable[NodeInfo], retry_binds: bool = True) -> None:
         """Advertise the online nodes healthy, the vanished ones unhealthy; serve nodes seen first now."""
         online = {node.id: node for node in nodes}
         for node_id, node in sorted(online.items()):
@@ -178,8 +242,7 @@ class Plugin:
                 servicer.set_devices(count, healthy=True)
                 endpoint = Endpoint(servicer, self.socket_dir)
                 self._endpoints[node_id] = endpoint
-                endpoint.start()
-                self._unregistered(node_id)
+                self._serve(endpoint, retry=retry_binds)
             else:
                 self._endpoints[node_id].servicer.set_devices(count, healthy=True)
         for node_id, endpoint in self._endpoints.items():

@@ -1,7 +1,9 @@
 """One resource's gRPC server on its own unix socket, `numa-N.sock` in the kubelet's directory.
 
 The kubelet's ListAndWatch names no resource, so each resource needs a socket of its own. A stopped gRPC
-server cannot be started again: after its socket is lost the plugin builds a new Endpoint server.
+server cannot be started again: after its socket is lost the plugin builds a new Endpoint server. A bind
+can fail for a moment, when the kubelet's directory is removed and recreated (reinstall, upgrade) between
+the plugin's look and its bind: `start` then raises BindError and the caller tries again later.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ log = logging.getLogger(__name__)
 
 WORKERS = 4
 """Threads per server: the kubelet holds one ListAndWatch stream and makes unary calls one at a time."""
+
+
+class BindError(OSError):
+    """The socket could not be bound (its directory may be gone for a moment): try again later."""
 
 
 class Endpoint:
@@ -43,22 +49,39 @@ class Endpoint:
         """What the plugin registers: the socket's file name, relative to the kubelet's directory."""
         return self.path.name
 
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
+
     def start(self) -> None:
-        """Build a new server, bind the socket and serve; returns once connections are accepted."""
+        """Build a new server, bind the socket and serve; returns once connections are accepted.
+
+        Raises BindError, leaving no server running, when the socket cannot be bound.
+        """
         self.stop()
-        if self.path.exists() or self.path.is_symlink():
-            log.info("%s: removing stale %s", self.resource, self.path)
-            self.path.unlink()
+        self._remove_stale()
         executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=f"numa-{self.servicer.node}")
         server = grpc.server(executor, options=[("grpc.max_concurrent_streams", 16)])
         api_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
-        if server.add_insecure_port(f"unix:{self.path}") == 0:
+        try:
+            self._listen(server)
+        except BindError:
             executor.shutdown(wait=False)
-            raise OSError(f"{self.resource}: cannot bind {self.path}")
-        server.start()
+            raise
         self._server, self._executor = server, executor
+        # None when the file went at once (a starting kubelet cleans the directory): socket_lost() says so.
         self._identity = file_identity(self.path)
         log.debug("%s: serving on %s", self.resource, self.path)
+
+    def _listen(self, server: grpc.Server) -> None:
+        """Bind the socket and start serving on it (a seam: tests act between this and the stat after it)."""
+        try:
+            bound = server.add_insecure_port(f"unix:{self.path}")
+        except RuntimeError:  # grpcio raises where older versions returned 0; its log line says why
+            bound = 0
+        if not bound:
+            raise BindError(f"{self.resource}: cannot bind {self.path}{self._why_not()}")
+        server.start()
 
     def stop(self, grace: float = 0.5) -> None:
         """End the streams cleanly, stop the server, and remove the socket if it is still ours."""
@@ -72,9 +95,26 @@ class Endpoint:
             self.path.unlink(missing_ok=True)
         self._server = self._executor = self._identity = None
 
+    def _remove_stale(self) -> None:
+        if not (self.path.exists() or self.path.is_symlink()):
+            return
+        log.info("%s: removing stale %s", self.resource, self.path)
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass  # the kubelet removed it first
+        except OSError as exc:
+            raise BindError(f"{self.resource}: cannot remove stale {self.path}: {exc.strerror}") from None
+
+    def _why_not(self) -> str:
+        if not self.path.parent.is_dir():
+            return f": {self.path.parent} does not exist (the kubelet recreates it)"
+        return " (see gRPC's 'Failed to add port' line above)"
+
     def socket_lost(self) -> bool:
-        """True when the server runs but its socket file was deleted or replaced (kubelet restart)."""
-        return self._server is not None and file_identity(self.path) != self._identity
+        """True when the server runs but its socket file was deleted or replaced (kubelet restart), even
+        before the plugin could look at it."""
+        return self._server is not None and (self._identity is None or file_identity(self.path) != self._identity)
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from numa_align.cpulist import format_cpulist, parse_cpulist
 from numa_align.devices import socket_name
-from numa_align.sysfs import NodeInfo
+from numa_align.sysfs import NodeInfo, node_dir
 
 SOCKET_DIR_CANDIDATES = (
     Path("/var/lib/kubelet/device-plugins"),
@@ -138,9 +138,8 @@ def _socket_dir(where: str, raw: str | None) -> Path:
 
 def _sysfs_root(where: str, raw: str) -> Path:
     path = Path(raw)
-    node_dir = path / "devices/system/node"
-    if not node_dir.is_dir():
-        raise SettingsError(where, f"{node_dir} is not a directory (expected the mount point of sysfs)")
+    if not node_dir(path).is_dir():
+        raise SettingsError(where, f"{node_dir(path)} is not a directory (expected the mount point of sysfs)")
     return path
 
 

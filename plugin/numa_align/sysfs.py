@@ -1,6 +1,7 @@
-"""Read NUMA nodes from a sysfs tree (`<root>/sys/devices/system/node`).
+"""Read NUMA nodes from sysfs: `<sysfs>/devices/system/node`.
 
-The root is a parameter so tests and `numalab kubelet-args --sysfs-root` can use fake trees.
+Every reader takes where sysfs is mounted (/sys on a host, /host/sys in the DaemonSet, a fake tree in
+tests): the one meaning of NUMA_SYSFS_ROOT and of every `--sysfs-root` flag, the plugin's and numalab's.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from numa_align.cpulist import parse_cpulist
 
-NODE_DIR = "sys/devices/system/node"
+NODE_DIR = "devices/system/node"
+"""Where the kernel lists NUMA nodes, relative to the sysfs mount."""
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB", re.MULTILINE)
 _HUGEPAGE_DIR = re.compile(r"^hugepages-(\d+)kB$")
 
@@ -42,31 +44,24 @@ class NodeInfo:
         }
 
 
-def node_dir(root: str | Path = "/") -> Path:
-    return Path(root) / NODE_DIR
+def node_dir(sysfs: str | Path = "/sys") -> Path:
+    """`<sysfs>/devices/system/node` for sysfs mounted at `sysfs`."""
+    return Path(sysfs) / NODE_DIR
 
 
-def online_nodes(root: str | Path = "/") -> frozenset[int]:
+def online_nodes(sysfs: str | Path = "/sys") -> frozenset[int]:
     """Ids in `node/online`."""
-    return _online(node_dir(root))
+    return _online(node_dir(sysfs))
 
 
-def read_node(node_id: int, root: str | Path = "/") -> NodeInfo:
-    return _read_node(node_dir(root), node_id)
+def read_node(node_id: int, sysfs: str | Path = "/sys") -> NodeInfo:
+    return _read_node(node_dir(sysfs), node_id)
 
 
-def read_nodes(root: str | Path = "/") -> list[NodeInfo]:
-    """Every online node, sorted by id."""
-    return _read_nodes(node_dir(root))
-
-
-def read_mounted_nodes(sysfs: str | Path = "/sys") -> list[NodeInfo]:
-    """Every online node of a sysfs mounted at `sysfs`, sorted by id.
-
-    The plugin is told where sysfs is mounted (NUMA_SYSFS_ROOT, /sys or /host/sys in a container),
-    not where the root of the file system is, which is what `read_nodes` takes.
-    """
-    return _read_nodes(Path(sysfs) / "devices/system/node")
+def read_nodes(sysfs: str | Path = "/sys") -> list[NodeInfo]:
+    """Every online node of the sysfs mounted at `sysfs`, sorted by id."""
+    base = node_dir(sysfs)
+    return [_read_node(base, node_id) for node_id in sorted(_online(base))]
 
 
 def _online(base: Path) -> frozenset[int]:
@@ -75,10 +70,6 @@ def _online(base: Path) -> frozenset[int]:
         return parse_cpulist(_read(path))
     except ValueError as exc:
         raise SysfsError(f"{path}: {exc}") from None
-
-
-def _read_nodes(base: Path) -> list[NodeInfo]:
-    return [_read_node(base, node_id) for node_id in sorted(_online(base))]
 
 
 def _read_node(node_base: Path, node_id: int) -> NodeInfo:

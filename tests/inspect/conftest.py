@@ -35,19 +35,25 @@ class FakeNode:
         return ["--socket", str(self.socket), "--state-dir", str(self.root / "kubelet"),
                 "--pod-log-dir", str(self.root / "pods"), "--sysfs-root", str(self.root / "sys")]
 
-    def write_state(self, cpu_entries: dict, memory_entries: dict, shared: str = "0,3") -> None:
+    def write_state(self, cpu_entries: dict, memory_entries: dict, shared: str = "0,3",
+                    memory_policy: str | None = "Static") -> None:
+        """Write the CPU and Memory Manager checkpoints; memory_policy None writes none (kubelet < 1.21)."""
         state = self.root / "kubelet"
         state.mkdir(exist_ok=True)
         (state / "cpu_manager_state").write_text(json.dumps(
             {"policyName": "static", "defaultCpuSet": shared, "entries": cpu_entries, "checksum": 1}))
-        (state / "memory_manager_state").write_text(json.dumps(
-            {"policyName": "Static", "machineState": {}, "entries": memory_entries, "checksum": 2}))
+        memory = state / "memory_manager_state"
+        if memory_policy is None:
+            memory.unlink(missing_ok=True)
+            return
+        memory.write_text(json.dumps(
+            {"policyName": memory_policy, "machineState": {}, "entries": memory_entries, "checksum": 2}))
 
 
 @pytest.fixture
 def node(tmp_path):
     """Two NUMA nodes (cpus 0-1, 2-3); a pod pinned to node 1 and a Burstable pod in the shared pool."""
-    write_node_tree(tmp_path, {0: "0-1", 1: "2-3"})
+    write_node_tree(tmp_path / "sys", {0: "0-1", 1: "2-3"})
     for ns, name, uid in (("e2e", "pinned-1", PINNED_UID), ("e2e", "burstable", SHARED_UID)):
         (tmp_path / "pods" / f"{ns}_{name}_{uid}" / "app").mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="pr-") as sockdir:

@@ -22,8 +22,9 @@ def test_json_report_places_each_container(node, capsys):
     report = json.loads(out)
     assert report["numa_nodes"] == {"0": "0-1", "1": "2-3"}
     assert report["cpu_manager"] == {"policy": "static", "shared_cpus": "0,3"}
-    assert report["memory_manager"] == {"policy": "Static"}
+    assert report["memory_manager"] == {"policy": "Static", "managed": True, "note": None}
     assert report["allocatable"]["cpus"] == {"0": "1", "1": "2-3"}
+    assert (report["allocatable"]["served"], report["allocatable"]["note"]) == (True, None)
     assert report["allocatable"]["devices"]["numa-align/numa-1"] == {"count": 2, "numa": [1]}
     assert [(p["namespace"], p["name"], p["uid"]) for p in report["pods"]] == [
         ("e2e", "burstable", SHARED_UID), ("e2e", "pinned-1", PINNED_UID)]
@@ -34,6 +35,7 @@ def test_json_report_places_each_container(node, capsys):
         "cpu_numa": [1],
         "memory": [{"type": "memory", "size": MIB64, "numa": [1]}],
         "memory_numa": [1],
+        "memory_affinity": "managed",
         "numa_align": [{"resource": "numa-align/numa-1", "ids": ["numa-1-0"], "numa": [1]}],
         "devices": [],
         "state": {"cpus": "2", "memory_numa": [1]},
@@ -81,11 +83,11 @@ def test_missing_socket_names_it(node, capsys):
     assert err == f"numa-align inspect: no socket at {absent}: is the kubelet running on this node?\n"
 
 
-def test_missing_checkpoint_names_it(node, capsys):
-    (node.root / "kubelet" / "memory_manager_state").unlink()
+def test_missing_cpu_checkpoint_names_it(node, capsys):
+    (node.root / "kubelet" / "cpu_manager_state").unlink()
     code, _, err = run(capsys, *node.args)
     assert code == 1
-    assert "memory_manager_state: No such file or directory" in err
+    assert "cpu_manager_state: No such file or directory (the kubelet writes it at start)" in err
 
 
 def test_broken_checkpoint_names_it(node, capsys):

@@ -11,6 +11,7 @@ from numalab.cli import main
 from numalab.inspect import quote_command
 from tests.inspect.conftest import PINNED_UID
 from tests.inspect.sshserver import loopback_ssh
+from tests.inspect.test_older_kubelets import as_kubelet_1_20
 
 
 @pytest.fixture
@@ -59,6 +60,17 @@ def test_table_through_a_proxy_jump(node, ssh, capsys):
     lines = out.splitlines()
     assert lines[0] == "== worker-2"
     assert lines[-1].split() == ["e2e/pinned-1", "app", "2", "1", "1", "numa-1x1", "ok"]
+
+
+def test_a_kubelet_without_memory_manager_is_shown_not_failed(node, ssh, capsys):
+    _, config = ssh
+    as_kubelet_1_20(node)
+    code = main(["inspect", "worker-1", "--ssh-config", str(config), "--remote-command", node_command(node)])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert "memory affinity not managed by this kubelet: no " in lines[1]
+    assert lines[-1].split() == ["e2e/pinned-1", "app", "2", "1", "unmanaged", "numa-1x1", "ok"]
 
 
 def test_unknown_host_key_is_refused(node, ssh, capsys):

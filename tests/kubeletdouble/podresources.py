@@ -2,7 +2,9 @@
 
 The kubelet answers List and GetAllocatableResources from its managers' memory; this double answers from
 what a test put in it (`set_pods`, `set_allocatable`), with the same messages, so `numa-align inspect`
-is exercised over real gRPC without a kubelet.
+is exercised over real gRPC without a kubelet. `fail` makes a method answer an error status instead, as
+older kubelets do: GetAllocatableResources is UNIMPLEMENTED before 1.21 and UNKNOWN "Pod Resources API
+GetAllocatableResources disabled" without its feature gate before 1.23.
 """
 
 from __future__ import annotations
@@ -80,7 +82,22 @@ class PodResourcesDouble(pb_grpc.PodResourcesListerServicer):
         self._lock = threading.Lock()
         self._pods: list[PodAlloc] = []
         self._allocatable = pb.AllocatableResourcesResponse()
+        self._failures: dict[str, tuple[grpc.StatusCode, str]] = {}
         self.calls: dict[str, int] = {"List": 0, "GetAllocatableResources": 0, "Get": 0}
+
+    def fail(self, method: str, code: grpc.StatusCode, details: str) -> None:
+        """From now on `method` (e.g. "GetAllocatableResources") answers `code` with `details`."""
+        if method not in self.calls:
+            raise ValueError(f"{method!r} is not a PodResources method (expected one of {sorted(self.calls)})")
+        with self._lock:
+            self._failures[method] = (code, details)
+
+    def _count(self, method: str, context: grpc.ServicerContext) -> None:
+        """Count a call (the lock is held) and abort it if the test asked the method to fail."""
+        self.calls[method] += 1
+        failure = self._failures.get(method)
+        if failure is not None:
+            context.abort(*failure)
 
     def set_pods(self, pods: Iterable[PodAlloc]) -> None:
         with self._lock:
@@ -94,19 +111,19 @@ class PodResourcesDouble(pb_grpc.PodResourcesListerServicer):
 
     def List(self, request, context):  # noqa: N802 - gRPC method name
         with self._lock:
-            self.calls["List"] += 1
+            self._count("List", context)
             return pb.ListPodResourcesResponse(pod_resources=[_pod(p) for p in self._pods])
 
     def GetAllocatableResources(self, request, context):  # noqa: N802
         with self._lock:
-            self.calls["GetAllocatableResources"] += 1
+            self._count("GetAllocatableResources", context)
             response = pb.AllocatableResourcesResponse()
             response.CopyFrom(self._allocatable)
             return response
 
     def Get(self, request, context):  # noqa: N802
         with self._lock:
-            self.calls["Get"] += 1
+            self._count("Get", context)
             for pod in self._pods:
                 if (pod.namespace, pod.name) == (request.pod_namespace, request.pod_name):
                     return pb.GetPodResourcesResponse(pod_resources=_pod(pod))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from numa_align.discovery import discover
 from numa_align.running import Plugin
+from numa_align.serving import BindError, Endpoint
 from numa_align.settings import Settings
 
 from tests.fakesysfs import write_node_tree
@@ -32,10 +34,54 @@ def make_sysfs(tmp_path: Path) -> Callable[..., Path]:
     """make_sysfs({id: cpulist}, ...) writes a fake tree and returns its sysfs mount point."""
 
     def make(cells: Mapping[int, str], **kwargs) -> Path:
-        write_node_tree(tmp_path, cells, **kwargs)
-        return tmp_path / "sys"
+        return write_node_tree(tmp_path / "sys", cells, **kwargs)
 
     return make
+
+
+class BindSpy:
+    """Stands in for Endpoint.start: records each attempt as (node, bound, time.monotonic()) and runs
+    `before_next` (see `arm`), once, on the plugin's thread just before the next attempt binds."""
+
+    def __init__(self, real_start: Callable[[Endpoint], None]) -> None:
+        self.attempts: list[tuple[int, bool, float]] = []
+        self.before_next: Callable[[], object] | None = None
+        self._real_start = real_start
+        self._cond = threading.Condition()
+
+    def arm(self, before_next: Callable[[], object]) -> None:
+        """Forget the attempts so far; run `before_next` just before the next attempt binds."""
+        with self._cond:
+            self.attempts.clear()
+            self.before_next = before_next
+
+    def start(self, endpoint: Endpoint) -> None:
+        with self._cond:
+            before, self.before_next = self.before_next, None
+        if before is not None:
+            before()
+        try:
+            self._real_start(endpoint)
+        except BindError:
+            self._record(endpoint.servicer.node, False)
+            raise
+        self._record(endpoint.servicer.node, True)
+
+    def _record(self, node: int, bound: bool) -> None:
+        with self._cond:
+            self.attempts.append((node, bound, time.monotonic()))
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[tuple[int, bool, float]]], bool], timeout: float = 10.0) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self.attempts), timeout=timeout)
+
+
+@pytest.fixture
+def bind_spy(monkeypatch: pytest.MonkeyPatch) -> BindSpy:
+    spy = BindSpy(Endpoint.start)
+    monkeypatch.setattr(Endpoint, "start", lambda endpoint: spy.start(endpoint))  # a function: binds as a method
+    return spy
 
 
 @pytest.fixture

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import shutil
+import threading
+import time
 
 import grpc
 import pytest
 from numa_align.devices import resource_name
+from numa_align.running import BIND_RETRY_FIRST, BIND_RETRY_MAX, Backoff
+from numa_align.serving import BindError, Endpoint
 
 from tests.kubeletdouble import KubeletDouble
 from tests.plugin.conftest import running_plugin
@@ -148,6 +154,35 @@ def test_a_lost_socket_is_rebuilt_and_registered_again(make_sysfs, kubelet, base
         assert second.admit(1) == {"NUMA_NODE": "2"}
 
 
+def test_a_socket_removed_between_its_bind_and_the_plugins_look_is_rebuilt(
+    make_sysfs, kubelet, base_settings, monkeypatch
+):
+    """A starting kubelet cleans its directory: it may remove a socket the plugin bound a moment ago,
+    before the plugin took note of the file it made. The plugin must still see the socket as lost."""
+    real_listen = Endpoint._listen
+    armed = threading.Event()
+
+    def listen_then_lose(endpoint: Endpoint, server: grpc.Server) -> None:
+        real_listen(endpoint, server)
+        if endpoint.servicer.node == 2 and armed.is_set():
+            armed.clear()
+            endpoint.path.unlink()
+
+    monkeypatch.setattr(Endpoint, "_listen", listen_then_lose)
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)) as plugin:
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        first = kubelet.client("numa-align/numa-2")
+        armed.set()
+        (kubelet.socket_dir / "numa-2.sock").unlink()
+        second = kubelet.wait_new_client("numa-align/numa-2", first)
+        assert second is not None, kubelet.errors
+        assert not armed.is_set() and (kubelet.socket_dir / "numa-2.sock").exists()
+        assert not plugin.endpoints[2].socket_lost()
+        assert second.admit(1) == {"NUMA_NODE": "2"}
+        # the socket removed at once was never registered: once at start, once for the rebuilt one
+        assert [r.resource_name for _, r in kubelet.registrations].count("numa-align/numa-2") == 2
+
+
 def test_an_offline_node_is_resent_unhealthy_and_recovers(make_sysfs, kubelet, base_settings):
     sysfs = make_sysfs(TWO_NODES)
     online = sysfs / "devices/system/node/online"
@@ -192,3 +227,65 @@ def test_a_removed_and_recreated_socket_dir_is_served_again(make_sysfs, kubelet,
         kubelet.start()
         assert kubelet.wait_connected(resources(TWO_NODES), generation=1), kubelet.errors
         assert kubelet.client("numa-align/numa-0").admit(1) == {"NUMA_NODE": "0"}
+
+
+def test_a_bind_that_loses_the_socket_dir_is_retried_when_the_dir_is_back(
+    make_sysfs, kubelet, base_settings, bind_spy, caplog
+):
+    """The race of a kubelet reinstall: the plugin goes to bind a new socket, the directory is removed
+    before the bind. The directory is held absent across that attempt, then brought back."""
+    caplog.set_level(logging.INFO, logger="numa_align")
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)) as plugin:
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        kubelet.stop()
+        bind_spy.arm(lambda: shutil.rmtree(kubelet.socket_dir))
+        (kubelet.socket_dir / "numa-0.sock").unlink()  # the plugin rebinds it: the directory goes first
+        assert bind_spy.wait_for(lambda attempts: {node for node, bound, _ in attempts if not bound} == {0, 2})
+        time.sleep(3 * BIND_RETRY_FIRST)  # past the first retry: still nothing to bind in
+        assert not kubelet.socket_dir.exists()
+        assert [bound for _, bound, _ in bind_spy.attempts] == [False] * len(bind_spy.attempts)
+        assert not any(endpoint.serving for endpoint in plugin.endpoints.values())
+        assert f"cannot bind {kubelet.socket_dir}/numa-0.sock: {kubelet.socket_dir} does not exist" in caplog.text
+        assert "bind attempt 1 failed, next in 0.1s" in caplog.text
+        kubelet.socket_dir.mkdir()
+        kubelet.start()
+        assert kubelet.wait_connected(resources(TWO_NODES), generation=1), kubelet.errors
+        assert all(endpoint.serving for endpoint in plugin.endpoints.values())
+        assert kubelet.client("numa-align/numa-0").admit(1) == {"NUMA_NODE": "0"}
+        assert "numa-align/numa-0: serving on" in caplog.text
+
+
+def test_a_bind_that_keeps_failing_is_retried_with_growing_delays(make_sysfs, kubelet, base_settings, bind_spy, caplog):
+    caplog.set_level(logging.INFO, logger="numa_align")
+    blocker = kubelet.socket_dir / "numa-0.sock"
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        first = kubelet.client("numa-align/numa-0")
+        bind_spy.arm(blocker.mkdir)  # a directory where the socket goes: it cannot be removed
+        blocker.unlink()
+        assert bind_spy.wait_for(lambda attempts: len(attempts) >= 4)
+        assert [bound for _, bound, _ in bind_spy.attempts[:4]] == [False] * 4
+        for failures, delay in ((1, "0.1"), (2, "0.2"), (3, "0.4")):  # logged before the next attempt
+            assert f"bind attempt {failures} failed, next in {delay}s" in caplog.text
+        assert f"cannot remove stale {blocker}: Is a directory" in caplog.text
+        blocker.rmdir()
+        assert kubelet.wait_new_client("numa-align/numa-0", first) is not None, kubelet.errors
+        assert bind_spy.attempts[-1][:2] == (0, True)
+        recovered = re.search(r"numa-align/numa-0: serving on \S+ after (\d+) failed binds", caplog.text)
+        assert recovered and int(recovered.group(1)) >= 4
+
+
+def test_a_socket_that_cannot_be_bound_at_start_fails_the_start(make_sysfs, socket_dir, base_settings):
+    (socket_dir / "numa-0.sock").mkdir()
+    with pytest.raises(BindError, match="cannot remove stale"):
+        with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES)):
+            pass
+
+
+def test_backoff_doubles_up_to_its_bound_and_resets():
+    backoff = Backoff(BIND_RETRY_FIRST, BIND_RETRY_MAX)
+    delays = [backoff.failed() for _ in range(10)]
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0, 5.0]
+    assert backoff.failures == 10 and not backoff.is_due()
+    backoff.reset()
+    assert backoff.is_due() and backoff.failed() == BIND_RETRY_FIRST
