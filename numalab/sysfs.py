@@ -1,10 +1,11 @@
-"""Topology of a real (or fake) host from its sysfs tree: the one I/O edge of the model."""
+"""Topology of a real (or fake) host from sysfs: the one I/O edge of the model."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from numa_align.sysfs import SysfsError, read_nodes
+from numa_align.sysfs import NodeInfo, SysfsError, node_dir, read_nodes
 
 from numalab.model.errors import ValidationError
 from numalab.model.topology import Topology
@@ -12,12 +13,20 @@ from numalab.model.topology import Topology
 _PAGE_NAMES = {2048: "2Mi", 1048576: "1Gi"}
 
 
-def topology_from_sysfs(root: str | Path = "/") -> Topology:
-    """Read `<root>/sys/devices/system/node` into a validated Topology."""
+def topology_from_sysfs(sysfs: str | Path = "/sys") -> Topology:
+    """Read `<sysfs>/devices/system/node` of sysfs mounted at `sysfs` into a validated Topology.
+
+    `sysfs` means what numa-align's NUMA_SYSFS_ROOT means: the mount point (/sys), not the file system root.
+    """
     try:
-        nodes = read_nodes(root)
+        nodes = read_nodes(sysfs)
     except SysfsError as exc:
         raise ValidationError("sysfs", str(exc)) from None
+    return topology_from_nodes(nodes, where=f"sysfs {node_dir(sysfs)}")
+
+
+def topology_from_nodes(nodes: Sequence[NodeInfo], where: str) -> Topology:
+    """numa-align's NodeInfo list (from a local tree or a host's fact) as a validated Topology."""
     cells = []
     for node in nodes:
         cell = {"id": node.id, "cpus": sorted(node.cpus), "memory": node.memory}
@@ -28,4 +37,4 @@ def topology_from_sysfs(root: str | Path = "/") -> Topology:
     data: dict = {"cells": cells}
     if all(len(node.distances) == len(nodes) for node in nodes):
         data["distances"] = [list(node.distances) for node in nodes]
-    return Topology.from_dict(data, where=f"sysfs {Path(root) / 'sys/devices/system/node'}")
+    return Topology.from_dict(data, where=where)

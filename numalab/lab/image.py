@@ -1,9 +1,11 @@
-"""The lab's base image: a Debian rootfs from debootstrap, made into a qcow2 without loop mounts.
+"""The lab's base image: a Debian 13 rootfs from debootstrap, made into a qcow2 without loop mounts.
 
 Built on the controller, once per recipe: the output directory is named by a hash of the recipe, so a
 changed package list or config file builds a new image and an unchanged one is reused across runs.
 Guests boot it by direct kernel boot with the image's own vmlinuz and a small initrd holding the virtio
-modules. A standard cloud image (qcow2 with cloud-init and its own bootloader) can be used instead.
+modules. It carries everything the cluster stages install (isolated guests reach no mirror), with their
+services disabled: each stage enables only what its hosts run. It has no cloud-init: a small first-boot
+unit applies the seed. A standard cloud image (qcow2 with cloud-init, own bootloader) can be used instead.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from numalab.lab.locking import file_lock
+from numalab.progress import step
 
 log = logging.getLogger(__name__)
 
-RECIPE_VERSION = 1
-SUITE = "bookworm"
+RECIPE_VERSION = 2
+SUITE = "trixie"
+ROOTFS_TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "lab" / "rootfs"
 
-# What every guest needs: boot (kernel, systemd, udev, initramfs), configuration (cloud-init, ssh),
-# the NUMA probes (numactl, iproute2, procps) and pyinfra/testinfra (a POSIX shell and python3).
+# What every guest needs: boot (kernel, systemd, udev, initramfs), ssh, the NUMA probes (numactl,
+# iproute2, procps), python3 (pyinfra facts, numa-align's venv) and what the cluster stages run.
 BASE_PACKAGES = (
     "linux-image-amd64",
     "systemd-sysv",
@@ -36,32 +40,81 @@ BASE_PACKAGES = (
     "kmod",
     "initramfs-tools",
     "openssh-server",
-    "cloud-init",
     "numactl",
     "iproute2",
     "procps",
-    "ifupdown",
-    "isc-dhcp-client",
     "netbase",
     "curl",
     "ca-certificates",
     "python3",
-    # debootstrap does not resolve virtual packages: cloud-init's python3-cryptography needs the
-    # python3-cffi-backend-api-* virtuals that only this package provides.
-    "python3-cffi-backend",
+    "python3-venv",
 )
+CLUSTER_PACKAGES = (
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "etcd-server",
+    "docker-registry",
+    "busybox-static",
+    "conntrack",
+    "iptables",
+)
+# Enabled at install by their packages; the stages enable each only where it runs.
+DISABLED_UNITS = ("containerd.service", "docker-registry.service", "etcd.service")
+# Boot work the lab does not need, measured under software emulation (see bench/lab_bench.py): timers,
+# consoles on virtual terminals nobody sees, module loads and mounts for hardware and features the
+# guests lack, the network daemons (the first-boot unit sets the fixed address with `ip`).
+MASKED_UNITS = (
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "dpkg-db-backup.timer",
+    "e2scrub_all.timer",
+    "e2scrub_reap.service",
+    "fstrim.timer",
+    "systemd-tmpfiles-clean.timer",
+    "getty@tty1.service",
+    "getty-static.service",
+    "systemd-timesyncd.service",
+    "systemd-networkd.service",
+    "systemd-networkd-wait-online.service",
+    "systemd-network-generator.service",
+    "modprobe@drm.service",
+    "modprobe@efi_pstore.service",
+    "modprobe@fuse.service",
+    "systemd-pstore.service",
+    "systemd-binfmt.service",
+    "proc-sys-fs-binfmt_misc.automount",
+    "sys-fs-fuse-connections.mount",
+    "sys-kernel-config.mount",
+    "sys-kernel-debug.mount",
+    "sys-kernel-tracing.mount",
+    "kmod-static-nodes.service",
+    "systemd-journal-flush.service",
+    # Coldplug: nothing the lab runs waits for udev's view of the boot-time devices (root is mounted by
+    # the kernel, the address is set by MAC); udevd itself still runs for devices added later.
+    "systemd-udev-trigger.service",
+)
+ENABLED_UNITS = ("numalab-firstboot.service", "ssh.service")
+# Cloud images built from this recipe (tests/lab/cloudimage.py) carry cloud-init instead of firstboot.
+CLOUD_INIT_PACKAGES = ("cloud-init", "python3-cffi-backend")
+CLOUD_INIT_FILES = {"etc/cloud/cloud.cfg.d/90-numalab.cfg": "datasource_list: [NoCloud, None]\n"}
 
 # The Debian kernel builds these as modules; the root disk cannot be mounted without them.
 INITRD_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "ext4")
 
 # Files written into the rootfs after debootstrap (path relative to the rootfs -> content).
 ROOTFS_FILES = {
-    "etc/fstab": "/dev/vda / ext4 rw,errors=remount-ro 0 1\n",
+    # No fsck pass: systemd would wait for udev to announce /dev/vda before booting on.
+    "etc/fstab": "/dev/vda / ext4 rw,errors=remount-ro 0 0\n",
+    "etc/systemd/journald.conf.d/numalab.conf": (ROOTFS_TEMPLATES / "journald-numalab.conf").read_text(),
     "etc/initramfs-tools/conf.d/numalab": "MODULES=list\nCOMPRESS=gzip\n",
     "etc/initramfs-tools/modules": "".join(f"{name}\n" for name in INITRD_MODULES),
-    "etc/network/interfaces": "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n",
-    "etc/cloud/cloud.cfg.d/90-numalab.cfg": "datasource_list: [NoCloud, None]\n",
+    "etc/ssh/sshd_config.d/numalab.conf": (ROOTFS_TEMPLATES / "sshd-numalab.conf").read_text(),
+    "etc/systemd/system/ssh.service.d/numalab.conf": (ROOTFS_TEMPLATES / "ssh-numalab.conf").read_text(),
+    "etc/systemd/system/numalab-firstboot.service": (ROOTFS_TEMPLATES / "numalab-firstboot.service").read_text(),
+    "usr/local/sbin/numalab-firstboot": (ROOTFS_TEMPLATES / "numalab-firstboot").read_text(),
 }
+EXECUTABLES = ("usr/local/sbin/numalab-firstboot",)
 
 DISK_SIZE = "4G"
 BASE_DISK = "base.qcow2"
@@ -79,9 +132,13 @@ class Recipe:
     """Everything that decides the image's content; its hash names the output directory."""
 
     suite: str = SUITE
-    packages: tuple[str, ...] = BASE_PACKAGES
+    packages: tuple[str, ...] = BASE_PACKAGES + CLUSTER_PACKAGES
     extra_packages: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=lambda: dict(ROOTFS_FILES))
+    executables: tuple[str, ...] = EXECUTABLES
+    enabled_units: tuple[str, ...] = ENABLED_UNITS
+    disabled_units: tuple[str, ...] = DISABLED_UNITS
+    masked_units: tuple[str, ...] = MASKED_UNITS
     disk_size: str = DISK_SIZE
     version: int = RECIPE_VERSION
 
@@ -101,7 +158,8 @@ class Image:
     name: str | None = None
     # nokaslr: the kernel image (~40 MiB) always sits in node 0 instead of a random node, so every
     # other node's MemTotal matches its declared cell memory.
-    cmdline: str = "root=/dev/vda rw console=ttyS0 net.ifnames=0 nokaslr"
+    # quiet: every line through the emulated UART costs boot time; errors still reach the console log.
+    cmdline: str = "root=/dev/vda rw console=ttyS0 net.ifnames=0 nokaslr quiet loglevel=3"
 
     @property
     def direct_boot(self) -> bool:
@@ -112,26 +170,31 @@ class Image:
         return self.name or self.disk.parent.name
 
 
+# A mirror serving any of these serves the image's suite too (the host may run an older release).
+DEBIAN_SUITES = ("bullseye", "bookworm", "trixie", "forky", "sid", "oldstable", "stable", "testing", "unstable")
+
+
 def host_debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
     """The Debian mirror this host's apt already uses (deb822 .sources or a one-line sources.list)."""
     candidates: list[str] = []
     for path in sorted((sources_dir / "sources.list.d").glob("*.sources")):
         for stanza in path.read_text().split("\n\n"):
             fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, flags=re.M))
-            if fields.get("Enabled", "yes") == "no" or "-security" in fields.get("Suites", ""):
+            if fields.get("Enabled", "yes") == "no" or "URIs" not in fields:
                 continue
-            if SUITE in fields.get("Suites", "").split() and "URIs" in fields:
+            if set(fields.get("Suites", "").split()) & set(DEBIAN_SUITES):
                 candidates.append(fields["URIs"].split()[0])
     sources_list = sources_dir / "sources.list"
     if sources_list.exists():
         for line in sources_list.read_text().splitlines():
             words = line.split("#", 1)[0].split()
             words = [w for w in words if not w.startswith("[")]
-            if len(words) >= 3 and words[0] == "deb" and words[2] == SUITE:
+            if len(words) >= 3 and words[0] == "deb" and words[2] in DEBIAN_SUITES:
                 candidates.append(words[1])
     if not candidates:
         raise ImageBuildError(
-            f"no apt source for Debian {SUITE} on this host; set NUMALAB_DEBIAN_MIRROR to a Debian mirror URL"
+            f"no Debian apt source on this host to build Debian {SUITE} from; "
+            "set NUMALAB_DEBIAN_MIRROR to a Debian mirror URL"
         )
     return candidates[0]
 
@@ -144,7 +207,9 @@ def built_image(recipe: Recipe, image_root: Path, mirror: str | None = None) -> 
     target = image_root / recipe.digest()
     with file_lock(image_root / f"{recipe.digest()}.lock"):
         if not (target / RECIPE_FILE).exists():
-            _build(recipe, target, mirror or os.environ.get("NUMALAB_DEBIAN_MIRROR") or host_debian_mirror())
+            source = mirror or os.environ.get("NUMALAB_DEBIAN_MIRROR") or host_debian_mirror()
+            with step(f"building the Debian {recipe.suite} guest image {target.name} (a few minutes, once per recipe)"):
+                _build(recipe, target, source)
     return Image(disk=target / BASE_DISK, kernel=target / KERNEL, initrd=target / INITRD)
 
 
@@ -191,8 +256,11 @@ def _build(recipe: Recipe, target: Path, mirror: str) -> None:
                 )
 
         run("debootstrap", "--variant=minbase", f"--include={packages}", recipe.suite, str(rootfs), mirror)
-        _configure_rootfs(rootfs, recipe.files)
+        _configure_rootfs(rootfs, recipe)
+        for argv in _systemctl_offline(rootfs, recipe):
+            run(*argv)
         run("chroot", str(rootfs), "update-initramfs", "-u", "-k", "all")
+        _mark_updated(rootfs)
         _copy_boot_files(rootfs, work)
         raw = work / "disk.raw"
         run("truncate", "-s", recipe.disk_size, str(raw))
@@ -214,12 +282,14 @@ def _refuse_mounts_under(path: Path) -> None:
         raise ImageBuildError(f"an earlier build left mounts under {path}: umount {' '.join(stale)} first")
 
 
-def _configure_rootfs(rootfs: Path, files: dict[str, str]) -> None:
-    for relative, content in files.items():
+def _configure_rootfs(rootfs: Path, recipe: Recipe) -> None:
+    for relative, content in recipe.files.items():
         path = rootfs / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
-    # Per-guest identity comes from cloud-init: no baked-in host keys, machine id or hostname.
+    for relative in recipe.executables:
+        (rootfs / relative).chmod(0o755)
+    # Per-guest identity comes from the seed: no baked-in host keys, machine id or hostname.
     for key in (rootfs / "etc/ssh").glob("ssh_host_*"):
         key.unlink()
     (rootfs / "etc/machine-id").write_text("")
@@ -230,6 +300,23 @@ def _configure_rootfs(rootfs: Path, files: dict[str, str]) -> None:
         cached.unlink()
     shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
     (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True)
+
+
+def _mark_updated(rootfs: Path) -> None:
+    """Tell systemd /etc and /var are up to date with /usr, so no ConditionNeedsUpdate unit (ldconfig,
+    sysusers, hwdb, journal catalog) runs at first boot: it did, for half a minute under emulation."""
+    stamp = f"TIMESTAMP_NSEC={(rootfs / 'usr').stat().st_mtime_ns}\n"
+    for directory in ("etc", "var"):
+        (rootfs / directory / ".updated").write_text(stamp)
+
+
+def _systemctl_offline(rootfs: Path, recipe: Recipe) -> list[list[str]]:
+    """systemctl calls that set the image's units up without a running systemd (chroot is offline)."""
+    root = ["chroot", str(rootfs), "systemctl"]
+    calls = [[*root, "disable", *recipe.disabled_units], [*root, "mask", *recipe.masked_units]]
+    if recipe.enabled_units:
+        calls.append([*root, "enable", *recipe.enabled_units])
+    return calls
 
 
 def _copy_boot_files(rootfs: Path, work: Path) -> None:

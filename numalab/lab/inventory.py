@@ -33,6 +33,7 @@ def host_data(lab: Lab, guest: Guest) -> dict[str, Any]:
         "lab_name": lab.settings.name,
         "lab_address": str(guest.address),
         "lab_hosts": {g.name: str(g.address) for g in lab.guests},
+        "k8s_distribution": lab.settings.distribution,
         "ssh_hostname": str(guest.address),
         "ssh_user": "root",
         "ssh_key": str(state_dir / "keys" / "id_ed25519"),

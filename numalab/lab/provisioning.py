@@ -30,6 +30,7 @@ from numalab.lab.image import Image, Recipe, built_image, cloud_image
 from numalab.lab.locking import file_lock
 from numalab.lab.spec import DEFAULT_SUBNET, Guest, Lab, check_subnet_free
 from numalab.model.errors import ValidationError
+from numalab.progress import say
 from numalab.render import render
 
 log = logging.getLogger(__name__)
@@ -366,7 +367,7 @@ class LabHost:
             domain = self._lookup(self.conn.lookupByName, self.lab.domain_name(guest))
             if domain is None:
                 domain = self.conn.defineXML(self._domain_xml(guest, pool))
-                log.info("defined domain %s", domain.name())
+                say(f"{guest.name}: defined domain {domain.name()} ({describe_shape(guest)})")
             elif lab_of_xml(domain.XMLDesc(0)) != self.settings.name:
                 raise LabError(
                     f"domain {domain.name()} exists but does not carry lab {self.settings.name}'s metadata; "
@@ -376,6 +377,7 @@ class LabHost:
                 if is_local_uri(self.settings.uri):
                     Path(self.console_log(guest)).parent.mkdir(parents=True, exist_ok=True)
                 domain.create()
+                say(f"{guest.name}: started, waiting for SSH at {guest.address}")
 
     def _write_seed(self, guest: Guest) -> Path:
         host_key = self._host_key_path(guest)
@@ -384,6 +386,7 @@ class LabHost:
             guest,
             self.lab_key.with_name(self.lab_key.name + ".pub").read_text().strip(),
             (host_key.read_text(), host_key.with_name(host_key.name + ".pub").read_text()),
+            self.settings.subnet.prefixlen,
         )
         iso = self.state_dir / "seeds" / f"{guest.name}.iso"
         seed.write_seed_iso(files, self.state_dir / "seeds" / guest.name, iso)
@@ -416,15 +419,18 @@ class LabHost:
     def wait_for_ssh(self, guest: Guest, timeout: float = DEFAULT_SSH_TIMEOUT) -> float:
         """Block (cooperatively under gevent) until the guest is ready; seconds waited.
 
-        Ready means sshd answers and cloud-init has finished: cloud-init's config stage runs beside
-        sshd and may restart it (set_passwords does, on a stock cloud image), refusing connections
-        for a moment after the first banner.
+        Ready means sshd answers and the first boot has finished. The lab's image orders sshd after
+        its first-boot unit, so the banner is enough there; on a cloud image cloud-init's config stage
+        runs beside sshd and may restart it (set_passwords does), refusing connections for a moment
+        after the first banner, so its end is awaited over SSH.
         """
         started = time.monotonic()
         deadline = started + timeout
         while time.monotonic() < deadline:
             if self._ssh_banner(guest) and self._cloud_init_done(guest, deadline):
-                return time.monotonic() - started
+                waited = time.monotonic() - started
+                say(f"{guest.name}: SSH ready after {waited:.1f} s")
+                return waited
             domain = self._lookup(self.conn.lookupByName, self.lab.domain_name(guest))
             if domain is None or not domain.isActive():
                 raise LabError(
@@ -438,7 +444,9 @@ class LabHost:
         )
 
     def _cloud_init_done(self, guest: Guest, deadline: float) -> bool:
-        """Wait for cloud-init over SSH; False when the connection failed (try again), True when it ended."""
+        """Wait for cloud-init over SSH where there is one; False when the connection failed (try again)."""
+        if not self._image_has_cloud_init():
+            return True
         try:
             done = subprocess.run(
                 ["ssh", "-F", str(self.ssh_config), guest.name, "cloud-init status --wait"],
@@ -455,6 +463,10 @@ class LabHost:
             status = (done.stdout + done.stderr).decode(errors="replace").strip()
             log.warning("%s: cloud-init finished with errors (exit %d): %s", guest.name, done.returncode, status)
         return True
+
+    def _image_has_cloud_init(self) -> bool:
+        """The lab's own image has none (its first boot runs before sshd); a cloud image has it."""
+        return bool(self.settings.image)
 
     def _ssh_banner(self, guest: Guest) -> bool:
         jump = proxy_jump(self.settings.uri)

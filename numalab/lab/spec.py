@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from numalab.model.cluster import DISTRIBUTIONS
 from numalab.model.errors import ValidationError
 from numalab.model.quantity import format_bytes, parse_bytes
 from numalab.model.topology import Topology
@@ -43,6 +44,7 @@ class Settings:
     uri: str = DEFAULT_URI
     image: str | None = None  # a cloud image path or URL instead of the debootstrap image
     image_dir: Path = Path(DEFAULT_IMAGE_DIR)  # shared by all labs: images are keyed by recipe hash
+    distribution: str = "auto"  # k8s_distribution of every guest: auto, rke2 or upstream
 
     @property
     def gateway(self) -> ipaddress.IPv4Address:
@@ -69,6 +71,7 @@ class Settings:
             "uri": self.uri,
             "image": self.image,
             "image_dir": str(self.image_dir),
+            "distribution": self.distribution,
         }
 
 
@@ -143,8 +146,8 @@ class Lab:
 
 def settings_from_env(environ: Mapping[str, str], home: Path | None = None) -> Settings:
     """Settings from NUMALAB_NAME, NUMALAB_STATE_DIR, NUMALAB_NETWORK (isolated|nat), NUMALAB_SUBNET,
-    NUMALAB_DOMAIN_TYPE (auto|kvm|qemu), NUMALAB_URI, NUMALAB_IMAGE and NUMALAB_IMAGE_DIR; unset ones
-    take the defaults."""
+    NUMALAB_DOMAIN_TYPE (auto|kvm|qemu), NUMALAB_URI, NUMALAB_IMAGE, NUMALAB_IMAGE_DIR and
+    NUMALAB_DISTRIBUTION (auto|rke2|upstream); unset ones take the defaults."""
     name = environ.get("NUMALAB_NAME") or DEFAULT_NAME
     base = (home or Path("~")) / ".local/share/numa-lab"
     return settings_from_dict(
@@ -157,13 +160,14 @@ def settings_from_env(environ: Mapping[str, str], home: Path | None = None) -> S
             "uri": environ.get("NUMALAB_URI") or DEFAULT_URI,
             "image": environ.get("NUMALAB_IMAGE") or None,
             "image_dir": environ.get("NUMALAB_IMAGE_DIR") or str(base / "images"),
+            "distribution": environ.get("NUMALAB_DISTRIBUTION") or "auto",
         },
         where="NUMALAB",
     )
 
 
 def settings_from_dict(data: Mapping[str, Any], where: str = "settings") -> Settings:
-    known = {"name", "state_dir", "network", "subnet", "domain_type", "uri", "image", "image_dir"}
+    known = {"name", "state_dir", "network", "subnet", "domain_type", "uri", "image", "image_dir", "distribution"}
     unknown = set(data) - known
     if unknown:
         raise ValidationError(where, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -196,7 +200,14 @@ def settings_from_dict(data: Mapping[str, Any], where: str = "settings") -> Sett
     state_dir = Path(str(data.get("state_dir", Path("~/.local/share/numa-lab") / name)))
     image = data.get("image")
     image_dir = Path(str(data.get("image_dir", DEFAULT_IMAGE_DIR)))
-    return Settings(name, state_dir, network, subnet, domain_type, uri, str(image) if image else None, image_dir)
+    distribution = data.get("distribution", "auto")
+    if distribution not in DISTRIBUTIONS:
+        raise ValidationError(
+            f"{where}.distribution", f"expected one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}"
+        )
+    return Settings(
+        name, state_dir, network, subnet, domain_type, uri, str(image) if image else None, image_dir, distribution
+    )
 
 
 def lab_from_dict(data: Mapping[str, Any]) -> Lab:

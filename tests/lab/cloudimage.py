@@ -5,7 +5,8 @@ is FAT with syslinux (the image's own bootloader, started by the MBR code), the 
 initrd and a syslinux.cfg, and whose second partition is the base image's ext4 root filesystem, copied
 in at its offset with its fstab rewritten by debugfs. Nothing is mounted: mtools writes the FAT image,
 `syslinux --install` puts its loader into the unmounted FAT image, sfdisk writes the partition table
-into the raw file. cloud-init and the NoCloud datasource come with the base image.
+into the raw file. Its rootfs is the lab's recipe plus cloud-init (the lab's own image has none), so the
+guest is configured by cloud-init from the NoCloud seed, as a stock cloud image would be.
 
 The result is cached like the base image, under NUMALAB_IMAGE_DIR/cloudtest-<digest of the recipe>.
 """
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from numalab.lab.image import Recipe, built_image
+from numalab.lab.image import CLOUD_INIT_FILES, CLOUD_INIT_PACKAGES, ROOTFS_FILES, Recipe, built_image
 from numalab.lab.locking import file_lock
 
 VERSION = 1
@@ -56,9 +57,14 @@ def recipe_digest(base: Recipe) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def cloud_init_recipe() -> Recipe:
+    """The lab's recipe with cloud-init and its NoCloud datasource setting (its first-boot unit then stands aside)."""
+    return Recipe(extra_packages=CLOUD_INIT_PACKAGES, files={**ROOTFS_FILES, **CLOUD_INIT_FILES})
+
+
 def cloud_test_image(image_root: Path, base: Recipe | None = None) -> Path:
-    """The cached cloud-style qcow2 for `base` (default: the lab's base recipe), built first if missing."""
-    base = base or Recipe()
+    """The cached cloud-style qcow2 for `base` (default: the lab's recipe with cloud-init), built first if missing."""
+    base = base or cloud_init_recipe()
     digest = recipe_digest(base)
     target = image_root / f"cloudtest-{digest}"
     with file_lock(image_root / f"cloudtest-{digest}.lock"):

@@ -112,14 +112,16 @@ def lab_env(name: str, state_dir: Path, subnet: str) -> dict[str, str]:
     return env
 
 
-def run_pyinfra(inventory: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def run_pyinfra(
+    inventory: Path, env: Mapping[str, str], *args: str, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "pyinfra"), "-y", str(inventory), *args],
         env=dict(env),
         cwd=inventory.parent,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
     )
 
 
