@@ -1,0 +1,15 @@
+"""The cluster's deploy stages, one module each, called in order by deploys/cluster.py.
+
+base (every host) → pki → registry → control_plane → node → numa_align → verify. Each is a pyinfra
+`@deploy()` that reads facts first and changes only what differs, so a second run reports no changes.
+"""
+
+from numalab.deploy.base import base
+from numalab.deploy.control_plane import control_plane
+from numalab.deploy.node import node
+from numalab.deploy.numa_align import numa_align
+from numalab.deploy.pki import pki
+from numalab.deploy.registry import registry
+from numalab.deploy.verify import verify
+
+__all__ = ["base", "control_plane", "node", "numa_align", "pki", "registry", "verify"]

@@ -1,0 +1,90 @@
+"""The cluster's API, asked from the controller with the admin kubeconfig the pki stage wrote.
+
+Stages use it in two ways: before the run, to learn whether there is anything to do (a failure to
+connect counts as "not there yet"); during the run, through `python.call`, to create or wait.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
+
+Problem = (ApiException, HTTPError, OSError)
+
+
+def core_api(kubeconfig: Path) -> client.CoreV1Api:
+    api_client = config.new_client_from_config(config_file=str(kubeconfig))
+    api_client.configuration.retries = 0
+    return client.CoreV1Api(api_client)
+
+
+def read_node(kubeconfig: Path, node: str) -> Any | None:
+    """The Node object, or None when it does not exist or the API does not answer."""
+    try:
+        return core_api(kubeconfig).read_node(node, _request_timeout=5)
+    except Problem:
+        return None
+
+
+def node_is_ready(node: Any | None) -> bool:
+    conditions = (node.status.conditions or []) if node is not None and node.status else []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def ensure_node(kubeconfig: Path, node: str, pod_cidr: str) -> None:
+    """Create Node `node` with its pod CIDR before its kubelet registers (the kubelet then adopts it)."""
+    api = core_api(kubeconfig)
+    try:
+        api.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=node),
+                                      spec=client.V1NodeSpec(pod_cidr=pod_cidr, pod_cidrs=[pod_cidr])))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        existing = api.read_node(node).spec.pod_cidr
+        if existing != pod_cidr:
+            raise RuntimeError(f"node {node} exists with podCIDR {existing}, not {pod_cidr}: delete the Node") from None
+
+
+def wait_node_ready(kubeconfig: Path, node: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if node_is_ready(read_node(kubeconfig, node)):
+            return
+        time.sleep(3)
+    raise RuntimeError(f"node {node} not Ready after {timeout:.0f} s; see `journalctl -u kubelet` on {node}")
+
+
+def set_unschedulable(kubeconfig: Path, node: str, unschedulable: bool) -> None:
+    core_api(kubeconfig).patch_node(node, {"spec": {"unschedulable": unschedulable}})
+
+
+def drain(kubeconfig: Path, node: str, timeout: float = 120) -> None:
+    """Cordon `node` and delete its pods (not DaemonSet or mirror pods), waiting until they are gone."""
+    api = core_api(kubeconfig)
+    set_unschedulable(kubeconfig, node, True)
+    selector = f"spec.nodeName={node}"
+    doomed = [
+        pod for pod in api.list_pod_for_all_namespaces(field_selector=selector).items
+        if not any(ref.kind == "DaemonSet" for ref in pod.metadata.owner_references or [])
+        and "kubernetes.io/config.mirror" not in (pod.metadata.annotations or {})
+    ]
+    for pod in doomed:
+        try:
+            api.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    deadline = time.monotonic() + timeout
+    names = {(p.metadata.namespace, p.metadata.name) for p in doomed}
+    while names and time.monotonic() < deadline:
+        left = {(p.metadata.namespace, p.metadata.name)
+                for p in api.list_pod_for_all_namespaces(field_selector=selector).items}
+        names &= left
+        time.sleep(2)
+    if names:
+        raise RuntimeError(f"drain {node}: pods still there after {timeout:.0f} s: {sorted(names)}")

@@ -1,0 +1,71 @@
+"""Stage `base`: what every host needs before Kubernetes, whatever its role."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.facts.server import Command
+from pyinfra.operations import files, server
+
+from numalab.deploy import context
+
+K8S_MODULES = ("overlay", "br_netfilter")
+K8S_SYSCTLS = {
+    "net.ipv4.ip_forward": 1,
+    "net.bridge.bridge-nf-call-iptables": 1,
+    "net.bridge.bridge-nf-call-ip6tables": 1,
+}
+HOSTS_MARKER = "# {mark} numa-lab hosts"
+
+
+def hosts_entries() -> dict[str, str]:
+    """Every lab guest (lab inventories), else every cluster host: names resolve without DNS."""
+    lab_hosts = host.data.get("lab_hosts")
+    if lab_hosts:
+        return dict(lab_hosts)
+    return context.cluster_of(host).hosts_entries() if context.role_of(host) else {}
+
+
+@deploy("base")
+def base() -> None:
+    """Hostname, /etc/hosts with every lab host, swap off, the kernel modules and sysctls Kubernetes needs."""
+    server.hostname(name="Set the hostname", hostname=context.node_name(host))
+
+    entries = hosts_entries()
+    if entries:
+        files.block(
+            name="List every lab host in /etc/hosts",
+            path="/etc/hosts",
+            content=[f"{address} {name}" for name, address in sorted(entries.items())],
+            marker=HOSTS_MARKER,
+        )
+
+    active_swap = host.get_fact(Command, "tail -n +2 /proc/swaps")
+    if active_swap:
+        server.shell(name="Turn swap off", commands=["swapoff -a"])
+    files.replace(
+        name="Keep swap off after reboot",
+        path="/etc/fstab",
+        text=r"^([^#].*\sswap\s.*)$",
+        replace=r"# \1",
+    )
+
+    for module in K8S_MODULES:
+        server.modprobe(name=f"Load kernel module {module}", module=module)
+    files.put(
+        name="Load the Kubernetes kernel modules at boot",
+        src=StringIO("".join(f"{module}\n" for module in K8S_MODULES)),
+        dest="/etc/modules-load.d/numa-lab-k8s.conf",
+        mode="644",
+    )
+
+    for key, value in K8S_SYSCTLS.items():
+        server.sysctl(
+            name=f"Set {key}={value}",
+            key=key,
+            value=value,
+            persist=True,
+            persist_file="/etc/sysctl.d/90-numa-lab-k8s.conf",
+        )

@@ -1,0 +1,129 @@
+"""The cluster a deploy works on, read once from the pyinfra inventory, and the host data keys it uses.
+
+Every stage asks here instead of reading host data itself, so the keys and their defaults are in one
+place (documented in inventories/README.md). Lab guests get their names and addresses from the lab's
+host data; bare-metal hosts from `k8s_node_name` / `k8s_address`, else pyinfra's name and ssh_hostname.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api.exceptions import DeployError
+from pyinfra.api.host import Host
+from pyinfra.api.inventory import Inventory
+
+from numalab.model.cluster import DISTRIBUTIONS, NUMA_ALIGN_INSTALLS, Cluster, cluster_from_groups
+from numalab.model.errors import ValidationError
+from numalab.progress import say
+
+CLUSTER_GROUPS = ("registry", "rke2_servers", "rke2_agents")
+DEFAULTS: dict[str, Any] = {
+    "k8s_distribution": "auto",
+    "k8s_binaries": None,  # go:vX.Y.Z (default: the pinned release), a directory or a server tarball
+    "k8s_server_runs_pods": False,
+    "k8s_state_dir": None,  # controller-side: pki, kubeconfig, wheels (lab: the lab's state dir)
+    "k8s_node_ready_timeout": 600,
+    "kubelet_settings": {},  # numalab.model.kubelet settings (policies, reservations)
+    "numa_align_install": "systemd",
+    "numa_align_image": None,  # for numa_align_install: daemonset
+}
+
+
+def data(host: Host, key: str) -> Any:
+    """A numa-lab host data key, or its default."""
+    value = host.data.get(key)
+    return DEFAULTS[key] if value is None else value
+
+
+def node_name(host: Host) -> str:
+    return host.data.get("k8s_node_name") or host.data.get("kvm_guest") or host.name
+
+
+def node_address(host: Host) -> str:
+    return host.data.get("k8s_address") or host.data.get("lab_address") or host.data.get("ssh_hostname") or host.name
+
+
+def state_dir(host: Host) -> Path:
+    explicit = data(host, "k8s_state_dir")
+    if explicit:
+        return Path(explicit).expanduser()
+    lab = host.data.get("kvm_lab")
+    if lab:
+        return Path(lab["settings"]["state_dir"]).expanduser()
+    raise DeployError(f"{host.name}: set k8s_state_dir (where the cluster's keys and kubeconfig live on this machine)")
+
+
+def cluster_name(host: Host) -> str:
+    return host.data.get("lab_name") or host.data.get("k8s_cluster_name") or "numa-lab"
+
+
+def cluster_of(host: Host) -> Cluster:
+    return _cluster(host.inventory, cluster_name(host))
+
+
+@functools.lru_cache(maxsize=4)
+def _cluster(inventory: Inventory, name: str) -> Cluster:
+    groups = {
+        group: [(node_name(h), node_address(h), h.data.dict()) for h in inventory.get_group(group, [])]
+        for group in CLUSTER_GROUPS
+    }
+    try:
+        return cluster_from_groups(name, groups)
+    except ValidationError as exc:
+        raise DeployError(f"inventory: {exc}") from None
+
+
+def role_of(host: Host) -> set[str]:
+    return {group for group in CLUSTER_GROUPS if host in host.inventory.get_group(group, [])}
+
+
+def runs_pods(host: Host) -> bool:
+    return node_name(host) in cluster_of(host).node_names
+
+
+def check_choice(host: Host, key: str, choices: tuple[str, ...]) -> str:
+    value = data(host, key)
+    if value not in choices:
+        raise DeployError(f"{host.name}: {key} is {value!r}; expected one of {', '.join(choices)}")
+    return value
+
+
+def distribution(host: Host) -> str:
+    return check_choice(host, "k8s_distribution", DISTRIBUTIONS)
+
+
+def numa_align_install(host: Host) -> str:
+    return check_choice(host, "numa_align_install", NUMA_ALIGN_INSTALLS)
+
+
+RKE2_KEYS = ("rke2_artifacts_dir", "rke2_install", "rke2_version")
+
+
+def chosen_distribution(host: Host) -> tuple[str, str]:
+    """(distribution, why). `auto` picks rke2 when RKE2 is configured for the host, else upstream.
+
+    No network probe: the project's machines reach no RKE2 release, so `auto` asks none.
+    """
+    asked = distribution(host)
+    configured = [key for key in RKE2_KEYS if host.data.get(key)]
+    if asked == "auto":
+        if configured:
+            return "rke2", f"auto: RKE2 is configured ({', '.join(configured)})"
+        return "upstream", "auto: no RKE2 artifacts or version configured"
+    return asked, "k8s_distribution says so"
+
+
+@functools.lru_cache(maxsize=1)
+def _announce(choice: str, why: str) -> None:
+    say(f"Kubernetes distribution: {choice} ({why})")
+
+
+def announce_distribution(host: Host) -> str:
+    choice, why = chosen_distribution(host)
+    _announce(choice, why)
+    if choice == "rke2":
+        raise DeployError(f"{host.name}: the RKE2 stages are not built yet; set k8s_distribution: upstream")
+    return choice

@@ -1,0 +1,158 @@
+"""Stage `node` (every host that runs pods): containerd with the lab registry, CNI on the node's pod CIDR,
+and the kubelet whose CPU, Memory and Topology Managers come from numalab.model.kubelet, computed from
+the host's own NUMA topology (a fact) for the kubelet version the binaries report."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import yaml
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.operations import files, python, systemd
+from pyinfra.operations.util import any_changed
+
+from numalab.deploy import api, context, controller, policy_reset
+from numalab.deploy.control_plane import put_binary, put_unit
+from numalab.deploy.facts import KubeletConfigFile, NumaNodes
+from numalab.deploy.operations import secret_file
+from numalab.images.lab_images import PAUSE_REPOSITORY, lab_images
+from numalab.model import components
+from numalab.model.components import KUBELET_CONFIG, KUBELET_PKI_DIR
+from numalab.model.errors import ValidationError
+from numalab.model.kubelet import KubeletSettings, kubelet_configuration, kubelet_policy
+from numalab.model.topology import Topology
+from numalab.render import render
+from numalab.sysfs import topology_from_nodes
+
+
+def node_topology() -> Topology:
+    """The host's topology from sysfs; on a lab guest it must match the shape the lab declared."""
+    name = context.node_name(host)
+    try:
+        found = topology_from_nodes(host.get_fact(NumaNodes), where=f"{name}: /sys/devices/system/node")
+    except ValidationError as exc:
+        raise DeployError(str(exc)) from None
+    declared = host.data.get("numa")
+    if declared:
+        expected = Topology.from_dict(declared, where=f"{name}: declared shape")
+        if not _same_shape(found, expected):
+            raise DeployError(
+                f"{name}: NUMA topology in the guest ({_shape(found)}) is not the declared one ({_shape(expected)}); "
+                "was the domain defined from another inventory?"
+            )
+    return found
+
+
+def _shape(topology: Topology) -> str:
+    return " ".join(f"node{c.id}:cpus {c.cpulist},{c.memory >> 20}Mi" for c in topology.cells)
+
+
+def _same_shape(found: Topology, expected: Topology) -> bool:
+    """Same node ids and cpus; memory within 10 % (the guest's kernel keeps some of node 0 for itself)."""
+    if [(c.id, c.cpulist) for c in found.cells] != [(c.id, c.cpulist) for c in expected.cells]:
+        return False
+    return all(abs(f.memory - e.memory) <= e.memory // 10 for f, e in zip(found.cells, expected.cells, strict=True))
+
+
+def kubelet_config_text(topology: Topology) -> str:
+    """The node's KubeletConfiguration: the policy's managers over what every numa-lab node shares."""
+    version = controller.binaries(host).version
+    settings = KubeletSettings.from_dict(
+        {**context.data(host, "kubelet_settings"), "kubelet-version": version},
+        where=f"{context.node_name(host)}: kubelet_settings",
+    )
+    try:
+        policy = kubelet_policy(topology, settings)
+    except ValidationError as exc:
+        raise DeployError(f"{context.node_name(host)}: {exc}") from None
+    config = components.kubelet_configuration(kubelet_configuration(policy))
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def sandbox_image(registry: str | None) -> str:
+    pause = next(image for image in lab_images(controller.binaries(host).version)
+                 if image.repository == PAUSE_REPOSITORY)
+    if registry is None:
+        raise DeployError("no registry host: the lab's pause image is served by the `registry` group")
+    return f"{registry}/{pause.name}"
+
+
+@deploy("node")
+def node() -> None:
+    """containerd, CNI and routes, the kubelet with the computed policy; waits until the node is Ready."""
+    cluster = context.cluster_of(host)
+    name = context.node_name(host)
+    pki = controller.pki(host)
+    kubeconfig = context.state_dir(host) / "kubeconfig"
+
+    config_text = kubelet_config_text(node_topology())
+    previous = host.get_fact(KubeletConfigFile, path=KUBELET_CONFIG)
+    reset = policy_reset.plan(previous, config_text)
+
+    registry = cluster.registry_endpoint
+    containerd_files = [
+        files.put(name="containerd config (CRI, systemd cgroups, registry mirror)",
+                  src=StringIO(render("k8s/containerd-config.toml.j2", sandbox_image=sandbox_image(registry),
+                                      cni_bin_dir=components.CNI_BIN_DIR,
+                                      certs_dir=components.CONTAINERD_CERTS_DIR)),
+                  dest=components.CONTAINERD_CONFIG, mode="644"),
+        files.put(name=f"containerd trusts the cluster CA for {registry}",
+                  src=StringIO(render("k8s/hosts.toml.j2", endpoint=registry, ca_file=components.CLUSTER_CA)),
+                  dest=f"{components.CONTAINERD_CERTS_DIR}/{registry}/hosts.toml", mode="644",
+                  create_remote_dir=True),
+    ]
+    systemd.service(name="containerd enabled and running", service="containerd", running=True, enabled=True)
+    systemd.service(name="Restart containerd for its new config", service="containerd", restarted=True,
+                    _if=any_changed(*containerd_files))
+
+    files.put(name="CNI: bridge and host-local on this node's pod CIDR",
+              src=StringIO(json.dumps(components.cni_conflist(cluster, name), indent=2) + "\n"),
+              dest=components.CNI_CONF, mode="644", create_remote_dir=True)
+    routes = files.put(name="Routes to the other nodes' pod CIDRs",
+                       src=StringIO(render("k8s/pod-routes.service.j2", routes=cluster.pod_routes(name))),
+                       dest="/etc/systemd/system/numalab-pod-routes.service", mode="644")
+    systemd.daemon_reload(name="Reload systemd for the routes unit", _if=any_changed(routes))
+    systemd.service(name="Pod routes in place", service="numalab-pod-routes", running=True, enabled=True)
+    systemd.service(name="Re-apply the pod routes", service="numalab-pod-routes", restarted=True,
+                    _if=any_changed(routes))
+
+    files.directory(name="Kubelet PKI dir", path=KUBELET_PKI_DIR, mode="700")
+    node_pki = f"nodes/{name}"
+    credentials = [
+        files.put(name="Kubelet serving certificate", src=StringIO(pki.read(f"{node_pki}/kubelet.crt").decode()),
+                  dest=f"{KUBELET_PKI_DIR}/kubelet.crt", mode="644"),
+        secret_file(name="Kubelet serving key", content=pki.read(f"{node_pki}/kubelet.key"),
+                    dest=f"{KUBELET_PKI_DIR}/kubelet.key"),
+        secret_file(name="Kubelet kubeconfig", content=pki.read(f"{node_pki}/kubelet.conf"),
+                    dest=components.kubeconfig_path("kubelet")),
+    ]
+
+    pod_cidr = str(cluster.pod_cidr(name))
+    existing = api.read_node(kubeconfig, name)
+    if existing is None or existing.spec.pod_cidr != pod_cidr:
+        python.call(name=f"Node object {name} with podCIDR {pod_cidr}", function=api.ensure_node,
+                    kubeconfig=kubeconfig, node=name, pod_cidr=pod_cidr)
+
+    policy_reset.before_config(reset, kubeconfig, name)
+    kubelet_config = files.put(name="KubeletConfiguration (CPU, Memory and Topology Managers)",
+                               src=StringIO(config_text), dest=KUBELET_CONFIG, mode="644", create_remote_dir=True)
+    component = components.kubelet(cluster, name)
+    binary = put_binary("kubelet")
+    unit = put_unit(component)
+    systemd.daemon_reload(name="Reload systemd for the kubelet", _if=any_changed(unit))
+    systemd.service(name="kubelet enabled and running", service="kubelet", running=True, enabled=True)
+    changed = [binary, unit, kubelet_config, *credentials, *containerd_files]
+    systemd.service(name="Restart the kubelet for its new binary, config or credentials", service="kubelet",
+                    restarted=True, _if=any_changed(*changed))
+
+    timeout = float(context.data(host, "k8s_node_ready_timeout"))
+    if not api.node_is_ready(existing) or reset:
+        python.call(name=f"Wait until node {name} is Ready", function=api.wait_node_ready,
+                    kubeconfig=kubeconfig, node=name, timeout=timeout)
+    else:
+        python.call(name=f"Wait until node {name} is Ready again", function=api.wait_node_ready,
+                    kubeconfig=kubeconfig, node=name, timeout=timeout, _if=any_changed(*changed))
+    policy_reset.after_ready(reset, kubeconfig, name)

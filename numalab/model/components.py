@@ -1,0 +1,190 @@
+"""What each upstream Kubernetes component runs with: flags, config objects and paths on the hosts.
+
+Pure data from the Cluster model; the deploy renders it into systemd units and files
+(templates/k8s/). Paths follow kubeadm's layout, so an operator finds things where they expect them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from numalab.model.cluster import APISERVER_PORT, CLUSTER_DOMAIN, Cluster
+
+BIN_DIR = "/usr/local/bin"
+K8S_DIR = "/etc/kubernetes"
+PKI_DIR = f"{K8S_DIR}/pki"
+KUBELET_DIR = "/var/lib/kubelet"
+KUBELET_CONFIG = f"{KUBELET_DIR}/config.yaml"
+KUBELET_PKI_DIR = f"{KUBELET_DIR}/pki"
+CNI_CONF = "/etc/cni/net.d/10-numalab.conflist"
+CNI_BIN_DIR = "/usr/lib/cni"
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CONTAINERD_CERTS_DIR = "/etc/containerd/certs.d"
+CONTAINERD_SOCKET = "unix:///run/containerd/containerd.sock"
+CLUSTER_CA = "/usr/local/share/ca-certificates/numa-lab-ca.crt"
+SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
+
+
+@dataclass(frozen=True)
+class Component:
+    """A binary run as a systemd unit: `name` is the unit and the binary, `args` its flags in order."""
+
+    name: str
+    description: str
+    args: tuple[str, ...]
+    after: tuple[str, ...] = ("network-online.target",)
+
+    @property
+    def binary(self) -> str:
+        return f"{BIN_DIR}/{self.name}"
+
+
+def kubeconfig_path(user: str) -> str:
+    return f"{K8S_DIR}/{user}.conf"
+
+
+def apiserver(cluster: Cluster) -> Component:
+    pki = PKI_DIR
+    return Component(
+        "kube-apiserver",
+        "Kubernetes API server",
+        (
+            f"--advertise-address={cluster.server.address}",
+            "--allow-privileged=true",
+            "--authorization-mode=Node,RBAC",
+            f"--client-ca-file={pki}/ca.crt",
+            "--enable-admission-plugins=NodeRestriction",
+            "--etcd-servers=http://127.0.0.1:2379",
+            f"--kubelet-certificate-authority={pki}/ca.crt",
+            f"--kubelet-client-certificate={pki}/apiserver-kubelet-client.crt",
+            f"--kubelet-client-key={pki}/apiserver-kubelet-client.key",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--secure-port={APISERVER_PORT}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={pki}/sa.pub",
+            f"--service-account-signing-key-file={pki}/sa.key",
+            f"--service-cluster-ip-range={cluster.service_cidr}",
+            f"--tls-cert-file={pki}/apiserver.crt",
+            f"--tls-private-key-file={pki}/apiserver.key",
+        ),
+        after=("network-online.target", "etcd.service"),
+    )
+
+
+def controller_manager(cluster: Cluster) -> Component:
+    conf = kubeconfig_path("controller-manager")
+    return Component(
+        "kube-controller-manager",
+        "Kubernetes controller manager",
+        (
+            "--allocate-node-cidrs=true",
+            f"--authentication-kubeconfig={conf}",
+            f"--authorization-kubeconfig={conf}",
+            "--bind-address=127.0.0.1",
+            f"--cluster-cidr={cluster.cluster_cidr}",
+            f"--kubeconfig={conf}",
+            "--leader-elect=false",
+            f"--node-cidr-mask-size={cluster.node_cidr_prefix}",
+            f"--root-ca-file={PKI_DIR}/ca.crt",
+            f"--service-account-private-key-file={PKI_DIR}/sa.key",
+            f"--service-cluster-ip-range={cluster.service_cidr}",
+            "--use-service-account-credentials=true",
+        ),
+        after=("kube-apiserver.service",),
+    )
+
+
+def scheduler(cluster: Cluster) -> Component:
+    conf = kubeconfig_path("scheduler")
+    return Component(
+        "kube-scheduler",
+        "Kubernetes scheduler",
+        (
+            f"--authentication-kubeconfig={conf}",
+            f"--authorization-kubeconfig={conf}",
+            "--bind-address=127.0.0.1",
+            f"--kubeconfig={conf}",
+            "--leader-elect=false",
+        ),
+        after=("kube-apiserver.service",),
+    )
+
+
+def kubelet(cluster: Cluster, node_name: str) -> Component:
+    node = cluster.node(node_name)
+    return Component(
+        "kubelet",
+        "Kubernetes node agent",
+        (
+            f"--config={KUBELET_CONFIG}",
+            f"--hostname-override={node.name}",
+            f"--kubeconfig={kubeconfig_path('kubelet')}",
+            f"--node-ip={node.address}",
+        ),
+        after=("network-online.target", "containerd.service"),
+    )
+
+
+def etcd_environment(cluster: Cluster) -> dict[str, str]:
+    """Debian's etcd.service reads /etc/default/etcd: one member on the server's loopback, plain http."""
+    name = cluster.server.name
+    return {
+        "ETCD_NAME": name,
+        "ETCD_DATA_DIR": "/var/lib/etcd/numa-lab",
+        "ETCD_LISTEN_CLIENT_URLS": "http://127.0.0.1:2379",
+        "ETCD_ADVERTISE_CLIENT_URLS": "http://127.0.0.1:2379",
+        "ETCD_LISTEN_PEER_URLS": "http://127.0.0.1:2380",
+        "ETCD_INITIAL_ADVERTISE_PEER_URLS": "http://127.0.0.1:2380",
+        "ETCD_INITIAL_CLUSTER": f"{name}=http://127.0.0.1:2380",
+        "ETCD_INITIAL_CLUSTER_STATE": "new",
+    }
+
+
+def kubelet_configuration(managers: Mapping[str, Any]) -> dict[str, Any]:
+    """The KubeletConfiguration of a node: its CPU/Memory/Topology Manager part (from the kubelet policy)
+    over what every numa-lab node shares (x509 + webhook auth, systemd cgroups, containerd, TLS files)."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": f"{PKI_DIR}/ca.crt"},
+        },
+        "authorization": {"mode": "Webhook"},
+        "cgroupDriver": "systemd",
+        "clusterDomain": CLUSTER_DOMAIN,
+        "containerRuntimeEndpoint": CONTAINERD_SOCKET,
+        "resolvConf": "/etc/resolv.conf",
+        "rotateCertificates": False,
+        "serverTLSBootstrap": False,
+        "tlsCertFile": f"{KUBELET_PKI_DIR}/kubelet.crt",
+        "tlsPrivateKeyFile": f"{KUBELET_PKI_DIR}/kubelet.key",
+    }
+    return {**config, **managers}
+
+
+def cni_conflist(cluster: Cluster, node_name: str) -> dict[str, Any]:
+    """A bridge on the node's pod CIDR with host-local IPAM; other nodes' pods are reached by plain routes."""
+    subnet = cluster.pod_cidr(node_name)
+    return {
+        "cniVersion": "1.0.0",
+        "name": "numa-lab",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": str(subnet), "gateway": str(subnet.network_address + 1)}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
