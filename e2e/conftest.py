@@ -20,11 +20,12 @@ import pytest
 import testinfra
 from kube import Cluster, ClusterUnreachable, connect
 from kubernetes.client.rest import ApiException
+from numa_align.cpulist import parse_cpulist
 from results import Results
 
 from numalab.inspect import DEFAULT_REMOTE_COMMAND, RemoteInspectError, remote_inspect
 
-DEFAULT_PROBE_IMAGE = "registry.lab:5000/numa-lab/probe:1"
+DEFAULT_PROBE_IMAGE = "registry:5000/numa-lab/probe:1"
 _CLUSTER_KEY = pytest.StashKey["Cluster"]()
 _RESULTS_KEY = pytest.StashKey[Results]()
 
@@ -64,7 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--expect-topology-policy", default="single-numa-node")
     group.addoption("--expect-memory-policy", default="Static")
     group.addoption("--plugin-service", default="numa-align", help="systemd unit of the plugin on workers")
-    group.addoption("--agent-service", default="rke2-agent", help="systemd unit that runs the kubelet")
+    group.addoption("--agent-service", default=os.environ.get("NUMALAB_AGENT_SERVICE", "auto"),
+                    help="systemd unit that runs the kubelet (default $NUMALAB_AGENT_SERVICE, else auto: "
+                         "kubelet where that unit exists (upstream), else rke2-agent)")
     group.addoption("--inspect-command", default=DEFAULT_REMOTE_COMMAND,
                     help=f"how to start the node inspector over SSH (default {DEFAULT_REMOTE_COMMAND!r})")
     group.addoption("--restart-worker", default=None,
@@ -165,6 +168,20 @@ def workers(cluster: Cluster) -> dict[str, list[int]]:
 def policies(cluster: Cluster, workers: dict[str, list[int]]) -> dict[str, dict[str, str]]:
     """Worker name -> the kubelet's manager policies, from its /configz."""
     return {worker: cluster.policies(worker) for worker in workers}
+
+
+@pytest.fixture(scope="session")
+def pod_cpus(cluster: Cluster, workers: dict[str, list[int]], hosts) -> dict[str, dict[int, int]]:
+    """Worker -> NUMA node -> how many of its CPUs are outside the kubelet's reservedSystemCPUs."""
+    found = {}
+    for worker, nodes in workers.items():
+        reserved = parse_cpulist(cluster.configz(worker)["kubeletconfig"].get("reservedSystemCPUs") or "")
+        found[worker] = {
+            node: len(parse_cpulist(hosts[worker].file(f"/sys/devices/system/node/node{node}/cpulist")
+                                    .content_string.strip()) - reserved)
+            for node in nodes
+        }
+    return found
 
 
 @pytest.fixture(scope="session")

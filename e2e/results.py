@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ALL_NODES = "*"
+VERDICTS = {True: "pass", False: "FAIL", None: "n/a"}
 
 
 @dataclass(frozen=True)
@@ -12,7 +13,7 @@ class Row:
     worker: str
     node: str  # a NUMA node id, or ALL_NODES for checks of the whole worker
     case: str
-    ok: bool
+    ok: bool | None  # None: the case does not apply to this worker x node (the detail says why)
     cpus: str = "-"
     mems: str = "-"
     detail: str = ""
@@ -22,7 +23,7 @@ class Row:
 class Results:
     rows: list[Row] = field(default_factory=list)
 
-    def add(self, worker: str, node: int | str, case: str, ok: bool, cpus: str = "-", mems: str = "-",
+    def add(self, worker: str, node: int | str, case: str, ok: bool | None, cpus: str = "-", mems: str = "-",
             detail: str = "") -> Row:
         row = Row(worker, str(node), case, ok, cpus or "-", mems or "-", " ".join(detail.split()))
         self.rows.append(row)
@@ -30,13 +31,13 @@ class Results:
 
     def failures(self, case_prefix: str) -> list[Row]:
         """Failed rows of a case ("multi" also matches "multi:app")."""
-        return [row for row in self.rows if row.case.split(":")[0] == case_prefix and not row.ok]
+        return [row for row in self.rows if row.case.split(":")[0] == case_prefix and row.ok is False]
 
     def table(self) -> str:
         header = ("WORKER", "NUMA", "CASE", "RESULT", "CPUS", "MEMS", "DETAIL")
         ordered = sorted(self.rows, key=lambda r: (r.worker, r.node, r.case))
         lines = [header] + [
-            (r.worker, r.node, r.case, "pass" if r.ok else "FAIL", r.cpus, r.mems, r.detail) for r in ordered
+            (r.worker, r.node, r.case, VERDICTS[r.ok], r.cpus, r.mems, r.detail) for r in ordered
         ]
         widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
         return "\n".join(

@@ -10,13 +10,20 @@ from kube import PodTrouble
 from probe_pods import multi_container_pod
 from results import describe_failures
 
-from numalab.placement import judge_exclusive, judge_pinned
+from numalab.placement import judge_exclusive, judge_pinned, memory_not_enforced
+
+NEEDS_CPUS = 2  # app + sidecar, exclusive; the init container's CPU is reused by the app
 
 
-def test_each_container_of_a_multi_container_pod(cluster, workers, settings, policies, results):
+def test_each_container_of_a_multi_container_pod(cluster, workers, settings, policies, pod_cpus, results):
     for node in sorted({n for nodes in workers.values() for n in nodes}):
-        bodies = {w: multi_container_pod(w, node, settings.probe_image, settings.capacity_mode)
-                  for w, nodes in workers.items() if node in nodes}
+        fits = {w for w, nodes in workers.items() if node in nodes and pod_cpus[w][node] >= NEEDS_CPUS}
+        for worker in sorted(w for w, nodes in workers.items() if node in nodes and w not in fits):
+            results.add(worker, node, "multi", None, detail=f"node {node} has {pod_cpus[worker][node]} CPU(s) "
+                        f"outside reserved-cpus; the pod needs {NEEDS_CPUS} on one node")
+        bodies = {w: multi_container_pod(w, node, settings.probe_image, settings.capacity_mode) for w in sorted(fits)}
+        if not bodies:
+            continue
         cluster.create_pods(bodies.values())
         try:
             for worker, body in bodies.items():
@@ -29,8 +36,9 @@ def test_each_container_of_a_multi_container_pod(cluster, workers, settings, pol
                 static = policies[worker]["memoryManagerPolicy"] == "Static"
                 for container in ("anchor", "app"):
                     verdict = judge_pinned(probes[container], node, 1, memory_static=static)
+                    note = memory_not_enforced(policies[worker]["memoryManagerPolicy"])
                     results.add(worker, node, f"multi:{container}", verdict.ok, verdict.cpus, verdict.mems,
-                                "; ".join(verdict.problems))
+                                "; ".join(verdict.problems) or note)
                 verdict = judge_exclusive(probes["sidecar"], 1, disjoint_from=probes["app"].cpus)
                 results.add(worker, node, "multi:sidecar", verdict.ok, verdict.cpus, verdict.mems,
                             "; ".join(verdict.problems))

@@ -15,6 +15,13 @@ BACK_WITHIN = 60.0
 """Seconds from the restart until every numa-align/numa-N of the worker is allocatable again."""
 
 
+def agent_service(host, asked: str) -> str:
+    """The unit that runs the kubelet: as asked, or for `auto` kubelet (upstream) when it exists, else rke2-agent."""
+    if asked != "auto":
+        return asked
+    return "kubelet" if host.run("systemctl cat kubelet.service").rc == 0 else "rke2-agent"
+
+
 def test_numa_align_survives_a_kubelet_restart(cluster, workers, hosts, settings, policies, results):
     worker = settings.restart_worker or next(iter(workers))
     assert worker in workers, f"--restart-worker {worker} is not a worker with numa-align ({', '.join(workers)})"
@@ -22,9 +29,10 @@ def test_numa_align_survives_a_kubelet_restart(cluster, workers, hosts, settings
     host = hosts[worker]
     node_clock = int(host.check_output("date +%s"))
     started = time.monotonic()
-    restart = host.run(f"systemctl restart {settings.agent_service}")
+    service = agent_service(host, settings.agent_service)
+    restart = host.run(f"systemctl restart {service}")
     if restart.rc != 0:
-        why = f"systemctl restart {settings.agent_service} exited {restart.rc}: {restart.stderr.strip()}"
+        why = f"systemctl restart {service} exited {restart.rc}: {restart.stderr.strip()}"
         for n in nodes:
             results.add(worker, n, "restart", False, detail=why)
         raise AssertionError(describe_failures(results.failures("restart")))

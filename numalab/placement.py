@@ -155,6 +155,14 @@ def judge_pinned(report: ProbeReport, node: int, count: int, memory_static: bool
     return _verdict(report, problems)
 
 
+def memory_not_enforced(memory_policy: str) -> str:
+    """What a row says when the kubelet does not narrow cpuset.mems ('' under the Static Memory Manager):
+    mems are then reported, never judged, and never passed off as pinned."""
+    if memory_policy == "Static":
+        return ""
+    return f"mems not enforced by this kubelet (memoryManagerPolicy {memory_policy})"
+
+
 def judge_exclusive(report: ProbeReport, count: int, disjoint_from: frozenset[int] = frozenset()) -> Verdict:
     """A Guaranteed container with integer cpus but no numa-align: `count` cpus on one node, none shared
     with `disjoint_from` (the exclusive cpus of its neighbours)."""

@@ -134,3 +134,10 @@ def test_ready_since_needs_a_fresh_ready_heartbeat():
     assert not ready_since(node("True", "2026-11-22T18:59:55Z"), restart)
     assert not ready_since(node("False", "2026-11-22T19:00:05Z"), restart)
     assert not ready_since({"status": {}}, restart)
+
+
+def test_mems_are_reported_as_not_enforced_unless_the_memory_manager_is_static() -> None:
+    from numalab.placement import memory_not_enforced
+
+    assert memory_not_enforced("Static") == ""
+    assert memory_not_enforced("None") == "mems not enforced by this kubelet (memoryManagerPolicy None)"

@@ -28,3 +28,11 @@ def test_failures_of_a_case_include_its_sub_cases():
     assert [row.case for row in results.failures("multi")] == ["multi:app"]
     assert results_module.describe_failures(results.failures("multi")) == (
         "w numa 0 multi:app: NUMA_NODE is unset, expected 0")
+
+
+def test_a_case_that_does_not_apply_shows_as_n_a_and_is_no_failure() -> None:
+    results = results_module.Results()
+    results.add("w1", 0, "multi", None, detail="node 0 has 1 CPU(s) outside reserved-cpus; the pod needs 2")
+    results.add("w1", 1, "multi:app", True, "2", "1")
+    assert results.failures("multi") == []
+    assert "n/a" in results.table() and "pass" in results.table()
