@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from pathlib import Path
 
 from pyinfra.api.exceptions import DeployError
@@ -21,6 +22,9 @@ from numalab.pki import ClusterPki, PkiSpec, ensure_pki
 from numalab.pki import Host as PkiHost
 from numalab.progress import say
 
+# pyinfra prepares hosts concurrently (greenlets): the first ask does the work, the others wait for it.
+_LOCK = threading.Lock()
+
 
 def pki_spec(cluster: Cluster) -> PkiSpec:
     return PkiSpec(
@@ -34,7 +38,8 @@ def pki_spec(cluster: Cluster) -> PkiSpec:
 
 def pki(host: Host) -> ClusterPki:
     """The cluster's certificates, keys and kubeconfigs (0600 under <state dir>/pki, never printed)."""
-    return _pki(context.cluster_of(host), context.state_dir(host))
+    with _LOCK:
+        return _pki(context.cluster_of(host), context.state_dir(host))
 
 
 @functools.lru_cache(maxsize=4)
@@ -53,7 +58,8 @@ def binaries(host: Host) -> Binaries:
     """kubelet, kube-apiserver, kube-controller-manager, kube-scheduler: resolved (built, if need be) once."""
     cache = host.data.get("kvm_lab", {}).get("settings", {}).get("image_dir")
     cache_root = Path(cache).expanduser() / "k8s" if cache else default_cache_root(os.environ)
-    return _binaries(binaries_spec(host), cache_root)
+    with _LOCK:
+        return _binaries(binaries_spec(host), cache_root)
 
 
 @functools.lru_cache(maxsize=4)
