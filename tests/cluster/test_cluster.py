@@ -1,0 +1,119 @@
+"""The real cluster: the default lab (registry, server, two 2-cell workers) running upstream Kubernetes.
+
+One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
+deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
+Cpus_allowed_list and Mems_allowed_list narrowed to node N), inspect a worker's kubelet, deploy a
+second time (no changes), change the Memory Manager policy (reset once, then nothing), destroy.
+Slow (about 20 minutes with cached binaries and image on 2 cores); marked `cluster` and run in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.lab.conftest import (
+    BIN,
+    REPO,
+    free_subnet,
+    lab_env,
+    lab_of_inventory_with_env,
+    leftovers,
+    run_numalab,
+    run_pyinfra,
+)
+
+pytestmark = [pytest.mark.lab, pytest.mark.cluster]
+DEPLOY = str(REPO / "deploys" / "cluster.py")
+
+
+def results_row(output: str, label: str) -> list[str]:
+    line = next(line for line in output.splitlines() if line.strip().startswith(label))
+    return line.split()[-4:]
+
+
+def changes(run: subprocess.CompletedProcess[str]) -> str:
+    """The Grand total's Success column: '-' when no operation changed anything."""
+    return results_row(run.stdout + run.stderr, "Grand total")[1]
+
+
+def write_inventory(path: Path, memory_policy: str | None = None) -> Path:
+    """inventories/kvm.py as it is, or with the workers' Memory Manager policy overridden."""
+    override = "" if memory_policy is None else textwrap.dedent(f"""
+        for _name, _data in rke2_agents:
+            _data["kubelet_settings"] = {{"memory-manager-policy": {memory_policy!r}}}
+        """)
+    path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{override}")
+    return path
+
+
+def ssh(state: Path, host: str, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ssh", "-F", str(state / "ssh_config"), host, command],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def e2e(state: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**env, "KUBECONFIG": str(state / "kubeconfig"), "NUMALAB_SSH_CONFIG": str(state / "ssh_config")}
+    return subprocess.run([str(BIN / "pytest"), "e2e", "-p", "no:cacheprovider", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=2400)
+
+
+def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    env = lab_env(f"pytest-cluster-{os.getpid()}", state, free_subnet())
+    env["NUMALAB_DISTRIBUTION"] = "upstream"
+    inventory = write_inventory(tmp_path / "inventory.py")
+    lab = lab_of_inventory_with_env(inventory, env)
+    try:
+        first = run_pyinfra(inventory, env, DEPLOY, timeout=2400)
+        output = first.stdout + first.stderr
+        assert first.returncode == 0, output[-6000:]
+        assert "Kubernetes distribution: upstream" in output
+        for worker in ("worker-1", "worker-2"):
+            assert (f"verify {worker}: numa-align/numa-0=100 numa-align/numa-1=100 | cpu static, memory Static, "
+                    "topology single-numa-node/pod") in output
+        assert (state / "kubeconfig").stat().st_mode & 0o777 == 0o600
+        assert ssh(state, "worker-1", "/usr/local/bin/kubelet --version").stdout.strip() == "Kubernetes v1.36.3"
+
+        suite = e2e(state, env)
+        table = suite.stdout + suite.stderr
+        assert suite.returncode == 0, table[-8000:]
+        for worker in ("worker-1", "worker-2"):
+            for node in (0, 1):
+                row = next(line.split() for line in table.splitlines()
+                           if line.split()[:3] == [worker, str(node), "pinned"])
+                assert row[3] == "pass" and row[5] == str(node), row  # Mems_allowed_list is node N
+
+        inspected = ssh(state, "worker-1", "numa-align inspect --format json")
+        assert inspected.returncode == 0, inspected.stderr
+        report = json.loads(inspected.stdout)
+        assert report["memory_manager"]["policy"] == "Static" and report["memory_manager"]["managed"]
+
+        second = run_pyinfra(inventory, env, DEPLOY, timeout=1800)
+        assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+        assert changes(second) == "-", "the second deploy run changed something"
+
+        # Memory Manager None: the stale memory_manager_state is removed once; the run after changes nothing.
+        none_inventory = write_inventory(tmp_path / "inventory-none.py", memory_policy="None")
+        reset = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
+        reset_output = reset.stdout + reset.stderr
+        assert reset.returncode == 0, reset_output[-6000:]
+        assert "Remove /var/lib/kubelet/memory_manager_state" in reset_output
+        assert "memory None" in reset_output
+        inspected = ssh(state, "worker-2", "numa-align inspect --format json")
+        assert inspected.returncode == 0, inspected.stderr
+        assert json.loads(inspected.stdout)["memory_manager"]["managed"] is False
+        pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod")
+        assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:]
+        assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
+        again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
+        assert again.returncode == 0 and changes(again) == "-", (again.stdout + again.stderr)[-4000:]
+    finally:
+        destroyed = run_numalab(inventory, env, "destroy")
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert leftovers(lab) == []
