@@ -15,7 +15,14 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
 
-from numalab.model.cluster import DISTRIBUTIONS, NUMA_ALIGN_INSTALLS, Cluster, cluster_from_groups
+from numalab.model.cluster import (
+    DISTRIBUTIONS,
+    NUMA_ALIGN_INSTALLS,
+    RKE2_KEYS,
+    Cluster,
+    choose_distribution,
+    cluster_from_groups,
+)
 from numalab.model.errors import ValidationError
 from numalab.progress import say
 
@@ -99,21 +106,12 @@ def numa_align_install(host: Host) -> str:
     return check_choice(host, "numa_align_install", NUMA_ALIGN_INSTALLS)
 
 
-RKE2_KEYS = ("rke2_artifacts_dir", "rke2_install", "rke2_version")
-
-
 def chosen_distribution(host: Host) -> tuple[str, str]:
-    """(distribution, why). `auto` picks rke2 when RKE2 is configured for the host, else upstream.
-
-    No network probe: the project's machines reach no RKE2 release, so `auto` asks none.
-    """
-    asked = distribution(host)
-    configured = [key for key in RKE2_KEYS if host.data.get(key)]
-    if asked == "auto":
-        if configured:
-            return "rke2", f"auto: RKE2 is configured ({', '.join(configured)})"
-        return "upstream", "auto: no RKE2 artifacts or version configured"
-    return asked, "k8s_distribution says so"
+    """(distribution, why) for this host's data: see numalab.model.cluster.choose_distribution."""
+    try:
+        return choose_distribution(data(host, "k8s_distribution"), [k for k in RKE2_KEYS if host.data.get(k)])
+    except ValidationError as exc:
+        raise DeployError(f"{host.name}: {exc}") from None
 
 
 @functools.lru_cache(maxsize=1)

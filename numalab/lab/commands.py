@@ -17,6 +17,7 @@ from numalab.cli import UsageError
 from numalab.lab.inventory import default_inventory_path, lab_of_inventory
 from numalab.lab.provisioning import LabError, LabHost, is_local_uri
 from numalab.lab.spec import Lab
+from numalab.model.cluster import choose_distribution
 
 EXIT_LAB_ERROR = 1
 
@@ -68,9 +69,13 @@ def _load_lab(inventory: Path | None, name: str | None) -> Lab:
 def _status(host: LabHost, as_json: bool) -> int:
     rows = host.status()
     if as_json:
-        print(json.dumps({"lab": host.settings.name, "guests": [asdict(row) for row in rows]}, indent=2))
+        choice, why = choose_distribution(host.settings.distribution)
+        print(json.dumps({"lab": host.settings.name, "distribution": {"choice": choice, "why": why},
+                          "guests": [asdict(row) for row in rows]}, indent=2))
         return 0
     print(f"lab {host.settings.name} on {host.settings.uri} (network {host.settings.network} {host.settings.subnet})")
+    choice, why = choose_distribution(host.settings.distribution)
+    print(f"Kubernetes distribution: {choice} ({why}; NUMALAB_DISTRIBUTION={host.settings.distribution})")
     width = max(len(row.name) for row in rows)
     for row in rows:
         print(f"{row.name:<{width}}  {row.state:<9}  {row.address:<15}  {row.shape}")

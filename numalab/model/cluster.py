@@ -89,6 +89,24 @@ class Cluster:
         return {host.name: str(host.address) for host in hosts}
 
 
+RKE2_KEYS = ("rke2_artifacts_dir", "rke2_install", "rke2_version")
+
+
+def choose_distribution(asked: str, configured: Iterable[str] = ()) -> tuple[str, str]:
+    """(distribution, why). `auto` picks rke2 when RKE2 is configured (any of RKE2_KEYS set), else upstream.
+
+    No network probe: the project's machines reach no RKE2 release, so `auto` asks none.
+    """
+    if asked not in DISTRIBUTIONS:
+        raise ValidationError("k8s_distribution", f"expected one of {', '.join(DISTRIBUTIONS)}, got {asked!r}")
+    configured = [key for key in configured if key in RKE2_KEYS]
+    if asked != "auto":
+        return asked, "asked for"
+    if configured:
+        return "rke2", f"auto: RKE2 is configured ({', '.join(configured)})"
+    return "upstream", "auto: no RKE2 artifacts or version configured"
+
+
 def cluster_from_groups(
     name: str,
     groups: Mapping[str, Iterable[tuple[str, str, Mapping[str, Any]]]],
