@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from numalab.lab import image
-from numalab.lab.image import ROOTFS_TEMPLATES, ImageBuildError, Recipe, host_debian_mirror
+from numalab.lab import recipe
+from numalab.lab.image import ImageBuildError, host_debian_mirror
+from numalab.lab.recipe import ROOTFS_TEMPLATES, Recipe
 from numalab.lab.seed import FIRSTBOOT_FILES, SEED_FILES, seed_files, write_seed_iso
 from numalab.lab.spec import Guest, lab_from_dict
 
@@ -146,12 +147,12 @@ def test_every_rootfs_template_is_in_the_recipe() -> None:
         assert path.read_text() in contents, f"{path.name} is not written into the image"
 
 
-def load_image_module(root: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a module
-    """numalab/lab/image.py loaded from a copy under `root`, so it reads root/templates/lab/rootfs."""
-    path = root / "numalab" / "lab" / "image.py"
+def load_recipe_module(root: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a module
+    """numalab/lab/recipe.py loaded from a copy under `root`, so it reads root/templates/lab/rootfs."""
+    path = root / "numalab" / "lab" / "recipe.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(image.__file__, path)
-    name = f"image_copy_{abs(hash(root))}"
+    shutil.copy(recipe.__file__, path)
+    name = f"recipe_copy_{abs(hash(root))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, name, module)  # dataclasses look their module up there
@@ -162,13 +163,13 @@ def load_image_module(root: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN
 def test_the_recipe_hash_follows_the_rootfs_template_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     same = tmp_path / "same"
     shutil.copytree(ROOTFS_TEMPLATES, same / "templates" / "lab" / "rootfs")
-    assert load_image_module(same, monkeypatch).Recipe().digest() == Recipe().digest()
+    assert load_recipe_module(same, monkeypatch).Recipe().digest() == Recipe().digest()
     for template in sorted(p.name for p in ROOTFS_TEMPLATES.iterdir()):
         edited = tmp_path / template
         shutil.copytree(ROOTFS_TEMPLATES, edited / "templates" / "lab" / "rootfs")
         changed = edited / "templates" / "lab" / "rootfs" / template
         changed.write_text(changed.read_text() + "# edited\n")
-        assert load_image_module(edited, monkeypatch).Recipe().digest() != Recipe().digest(), template
+        assert load_recipe_module(edited, monkeypatch).Recipe().digest() != Recipe().digest(), template
 
 
 DEB822_BOOKWORM = (
@@ -188,7 +189,7 @@ def apt_dir(tmp_path: Path, sources: str | None = None, sources_list: str | None
 
 
 def test_a_bookworm_host_serves_the_trixie_image(tmp_path: Path) -> None:
-    assert image.SUITE == "trixie"
+    assert recipe.SUITE == "trixie"
     assert host_debian_mirror(apt_dir(tmp_path, sources=DEB822_BOOKWORM)) == "http://mirror.example/debian"
 
 
