@@ -14,8 +14,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from numalab.cli import UsageError
+from numalab.lab.errors import LabError
 from numalab.lab.inventory import default_inventory_path, lab_of_inventory
-from numalab.lab.provisioning import LabError, LabHost, is_local_uri
+from numalab.lab.provisioning import LabHost
+from numalab.lab.remote import is_local_uri
 from numalab.lab.spec import Lab
 from numalab.model.cluster import choose_distribution
 

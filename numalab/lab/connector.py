@@ -20,8 +20,10 @@ from pyinfra.connectors.base import BaseConnector, DataMeta
 from pyinfra.connectors.ssh import SSHConnector
 from typing_extensions import TypedDict, Unpack, override
 
+from numalab.lab.errors import LabError
 from numalab.lab.inventory import default_inventory_host_data
-from numalab.lab.provisioning import DEFAULT_SSH_TIMEOUT, LabError, lab_host
+from numalab.lab.provisioning import lab_host
+from numalab.lab.readiness import DEFAULT_SSH_TIMEOUT
 from numalab.lab.spec import lab_from_dict
 from numalab.model.errors import ValidationError
 

@@ -12,7 +12,7 @@ import runpy
 from pathlib import Path
 from typing import Any
 
-from numalab.lab.provisioning import is_local_uri
+from numalab.lab.remote import is_local_uri
 from numalab.lab.spec import Guest, Lab, lab_from_dict
 
 CONNECTOR = "kvm"

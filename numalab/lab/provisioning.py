@@ -1,60 +1,35 @@
-"""Making a lab's libvirt objects exist: network, storage pool, base image, overlays, seeds, domains.
+"""LabHost: one lab on one libvirt connection, brought up in order, inspected, and removed.
 
 Everything goes through libvirt-python against the lab's URI, so a remote qemu+ssh:// host works the
-same as the local one: disks, kernels and seeds are uploaded into a storage pool owned by the lab.
-Every object carries the lab's name (domain and network `<metadata>`, the pool's name and path) and
-only objects that carry it are ever changed or removed.
+same as the local one. LabHost holds the order, the paths and the locks; the objects are handled by
+networks (the lab network), storage (pool and volumes), domains (guest domains) and readiness
+(waiting for SSH). Every object carries the lab's name (domain and network `<metadata>`, the pool's
+name and path) and only objects that carry it are ever changed or removed.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
-import logging
-import os
-import re
 import shutil
-import socket
-import subprocess
 import threading
-import time
-import urllib.parse
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import libvirt
 
 from numalab.lab import keys, seed
+from numalab.lab.domains import describe_shape, domain_state, domain_type, remove_domains
+from numalab.lab.errors import LabError
 from numalab.lab.image import Image, Recipe, built_image, cloud_image
+from numalab.lab.libvirt_objects import NAMESPACE, lab_of_xml, lookup_or_none
 from numalab.lab.locking import file_lock
-from numalab.lab.spec import DEFAULT_SUBNET, Guest, Lab, check_subnet_free
-from numalab.model.errors import ValidationError
+from numalab.lab.networks import check_subnet, ensure_network, remove_network
+from numalab.lab.networks import free_subnet as free_subnet  # re-exported: tests and bench pick test subnets
+from numalab.lab.readiness import DEFAULT_SSH_TIMEOUT, wait_for_ssh
+from numalab.lab.remote import is_local_uri, jump_options, proxy_jump
+from numalab.lab.spec import Guest, Lab
+from numalab.lab.storage import POOL_ROOT, ensure_overlay, ensure_pool, remove_pool, upload, upload_image
 from numalab.progress import say
 from numalab.render import render
-
-log = logging.getLogger(__name__)
-
-NAMESPACE = "urn:numa-lab:lab"
-POOL_ROOT = "/var/lib/libvirt/images"
-SSH_PORT = 22
-DEFAULT_SSH_TIMEOUT = 600.0
-UPLOAD_CHUNK = 1 << 20
-
-
-def _quiet_libvirt(_context: object, _error: object) -> None:
-    """libvirt prints every error to stderr by default; here they arrive as exceptions instead."""
-
-
-libvirt.registerErrorHandler(_quiet_libvirt, None)
-
-
-class LabError(RuntimeError):
-    """The lab cannot be brought up or inspected; the message says what to do next."""
-
-
-class SSHTimeout(LabError):
-    """A guest did not reach SSH in time; the message names its console log."""
 
 
 @dataclass(frozen=True)
@@ -65,60 +40,6 @@ class GuestStatus:
     address: str
     shape: str
     console_log: str
-
-
-def is_local_uri(uri: str) -> bool:
-    return urllib.parse.urlparse(uri).hostname in (None, "", "localhost")
-
-
-JUMP_ALIAS = "libvirt-host.numalab"  # a dot: never a guest name, so its ssh_config block matches no guest
-
-
-def proxy_jump(uri: str) -> str | None:
-    """The ssh hop for guests of a remote libvirt host (they sit on that host's lab bridge).
-
-    An alias defined in the lab's ssh_config by `jump_options`, not `user@host:port`: plain `ssh`
-    takes no port in its destination, and the hop needs the key and known_hosts of the URI.
-    """
-    return None if is_local_uri(uri) else JUMP_ALIAS
-
-
-def jump_options(uri: str) -> dict[str, str] | None:
-    """ssh_config options of the hop to a remote libvirt host, from its URI.
-
-    Host, user and port come from the URI; libvirt's `keyfile`, `known_hosts` and `no_verify`
-    parameters, when present, give the hop the same key and host key checking as libvirt's own
-    connection (without them ssh's defaults apply: ~/.ssh keys and known_hosts, strict checking).
-    """
-    if is_local_uri(uri):
-        return None
-    parsed = urllib.parse.urlparse(uri)
-    params = dict(urllib.parse.parse_qsl(parsed.query))
-    options = {"HostName": str(parsed.hostname)}
-    if parsed.port:
-        options["Port"] = str(parsed.port)
-    if parsed.username:
-        options["User"] = parsed.username
-    if params.get("keyfile"):
-        options["IdentityFile"] = params["keyfile"]
-        options["IdentitiesOnly"] = "yes"
-    if params.get("known_hosts"):
-        options["UserKnownHostsFile"] = params["known_hosts"]
-    options["StrictHostKeyChecking"] = "no" if params.get("no_verify", "0") not in ("", "0") else "yes"
-    options["BatchMode"] = "yes"
-    options["ConnectTimeout"] = "10"
-    return options
-
-
-def describe_shape(guest: Guest) -> str:
-    """One line like `2 cells: 0-1/2Gi 2-3/2Gi` plus non-default distances."""
-    topo = guest.topology
-    cells = " ".join(f"{cell.cpulist}/{cell.memory // (1 << 20)}Mi" for cell in topo.cells)
-    text = f"{len(topo.cells)} cell{'s' if len(topo.cells) > 1 else ''}: {cells}"
-    if topo.distances is not None and not topo.has_default_distances:
-        rows = ";".join(",".join(str(topo.distance(a, b)) for b in topo.ids) for a in topo.ids)
-        text += f" distances {rows}"
-    return text
 
 
 class LabHost:
@@ -179,20 +100,6 @@ class LabHost:
                 ) from None
         return self._conn
 
-    def domain_type(self) -> str:
-        """auto: kvm only with hardware virtualization (vmx/svm) and a usable /dev/kvm, else qemu."""
-        wanted = self.settings.domain_type
-        if wanted != "auto":
-            return wanted
-        if is_local_uri(self.settings.uri):
-            flags = Path("/proc/cpuinfo").read_text()
-            hardware = re.search(r"^flags\s*:.*\b(vmx|svm)\b", flags, flags=re.M) is not None
-            return "kvm" if hardware and _kvm_usable() else "qemu"
-        caps = ET.fromstring(self.conn.getCapabilities())
-        features = {f.get("name") for f in caps.iterfind("./host/cpu/feature")}
-        has_kvm = caps.find("./guest/arch/domain[@type='kvm']") is not None
-        return "kvm" if has_kvm and features & {"vmx", "svm"} else "qemu"
-
     # ---- once per lab ------------------------------------------------------------------------
 
     def prepare(self) -> None:
@@ -205,12 +112,12 @@ class LabHost:
         with self._lock, file_lock(lock_file):
             if self._prepared:
                 return
-            self._check_subnet()
+            check_subnet(self.conn, self.network_name, self.settings)
             self._write_ssh_material()
-            self._ensure_network()
-            self._ensure_pool()
+            ensure_network(self.conn, self.network_name, self.lab)
+            ensure_pool(self.conn, self.pool_name, self.pool_path, self.settings.name)
             self._image = self._base_image()
-            self._upload_image(self._image)
+            upload_image(self.conn, self.pool_name, self._image)
             self._prepared = True
 
     def _write_ssh_material(self) -> None:
@@ -234,112 +141,11 @@ class LabHost:
     def _host_key_path(self, guest: Guest) -> Path:
         return self.state_dir / "keys" / "hosts" / f"{guest.name}_ed25519"
 
-    def network_routes(self) -> list[tuple[str, str]]:
-        """Host routes (local URIs) and the subnets of the host's other libvirt networks."""
-        return network_routes(self.conn, self.settings.uri, exclude_network=self.network_name)
-
-    def _check_subnet(self) -> None:
-        """Before anything is created: a new lab network must not overlap any route or network."""
-        if self._lookup(self.conn.networkLookupByName, self.network_name) is None:
-            check_subnet_free(
-                self.settings.subnet, self.network_routes(), self.settings.bridge, where="NUMALAB_SUBNET"
-            )
-
-    def _ensure_network(self) -> None:
-        net = self._lookup(self.conn.networkLookupByName, self.network_name)
-        if net is None:
-            xml = render(
-                "lab/network.xml.j2",
-                name=self.network_name,
-                namespace=NAMESPACE,
-                settings=self.settings,
-                guests=self.lab.guests,
-            )
-            net = self.conn.networkDefineXML(xml)
-            log.info("defined network %s", self.network_name)
-        else:
-            self._require_owned_network(net)
-            self._add_missing_dhcp_hosts(net)
-        if not net.isActive():
-            net.create()
-
-    def _require_owned_network(self, net: libvirt.virNetwork) -> None:
-        if lab_of_xml(net.XMLDesc()) != self.settings.name:
-            raise LabError(
-                f"libvirt network {net.name()} exists but does not carry lab {self.settings.name}'s "
-                "metadata; refusing to touch it (rename the lab with NUMALAB_NAME)"
-            )
-
-    def _add_missing_dhcp_hosts(self, net: libvirt.virNetwork) -> None:
-        """Guests added to the inventory after the network was defined get their DHCP host entry."""
-        root = ET.fromstring(net.XMLDesc(libvirt.VIR_NETWORK_XML_INACTIVE))
-        present = {h.get("mac") for h in root.iterfind("./ip/dhcp/host")}
-        for guest in self.lab.guests:
-            if guest.mac in present:
-                continue
-            flags = libvirt.VIR_NETWORK_UPDATE_AFFECT_CONFIG
-            if net.isActive():
-                flags |= libvirt.VIR_NETWORK_UPDATE_AFFECT_LIVE
-            entry = f"<host mac='{guest.mac}' name='{guest.name}' ip='{guest.address}'/>"
-            net.update(
-                libvirt.VIR_NETWORK_UPDATE_COMMAND_ADD_LAST, libvirt.VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, entry, flags
-            )
-
-    def _ensure_pool(self) -> libvirt.virStoragePool:
-        pool = self._lookup(self.conn.storagePoolLookupByName, self.pool_name)
-        if pool is None:
-            pool = self.conn.storagePoolDefineXML(render("lab/pool.xml.j2", name=self.pool_name, path=self.pool_path))
-            pool.build(0)
-        else:
-            self._require_owned_pool(pool)
-        if not pool.isActive():
-            pool.create(0)
-        return pool
-
-    def _require_owned_pool(self, pool: libvirt.virStoragePool) -> None:
-        path = ET.fromstring(pool.XMLDesc()).findtext("./target/path")
-        if path != self.pool_path:
-            raise LabError(
-                f"storage pool {pool.name()} exists at {path}, not at {self.pool_path}: it is not lab "
-                f"{self.settings.name}'s; refusing to touch it"
-            )
-
     def _base_image(self) -> Image:
         image_dir = self.settings.image_dir.expanduser()
         if self.settings.image:
             return cloud_image(self.settings.image, image_dir)
         return built_image(Recipe(), image_dir)
-
-    def _image_volumes(self, image: Image) -> dict[str, Path]:
-        """Volume name -> local file for the base disk (and kernel/initrd for direct boot)."""
-        tag = image.tag
-        volumes = {f"base-{tag}.qcow2": image.disk}
-        if image.kernel is not None and image.initrd is not None:
-            volumes[f"vmlinuz-{tag}"] = image.kernel
-            volumes[f"initrd-{tag}.img"] = image.initrd
-        return volumes
-
-    def _upload_image(self, image: Image) -> None:
-        pool = self.conn.storagePoolLookupByName(self.pool_name)
-        pool.refresh(0)
-        for name, path in self._image_volumes(image).items():
-            if self._lookup(pool.storageVolLookupByName, name) is None:
-                self._upload(pool, name, path)
-
-    def _upload(self, pool: libvirt.virStoragePool, name: str, path: Path) -> None:
-        size = path.stat().st_size
-        log.info("uploading %s (%d MiB) into pool %s", name, size >> 20, self.pool_name)
-        vol = pool.createXML(render("lab/volume.xml.j2", name=name, capacity=size, format="raw", backing_path=None))
-        stream = self.conn.newStream(0)
-        try:
-            vol.upload(stream, 0, size, 0)
-            with path.open("rb") as source:
-                stream.sendAll(lambda _stream, nbytes, fh: fh.read(min(nbytes, UPLOAD_CHUNK)), source)
-            stream.finish()
-        except BaseException:
-            stream.abort()
-            vol.delete(0)
-            raise
 
     # ---- per guest -----------------------------------------------------------------------------
 
@@ -349,22 +155,12 @@ class LabHost:
         assert self._image is not None
         with self._lock:
             pool = self.conn.storagePoolLookupByName(self.pool_name)
-            overlay_name = f"{guest.name}.qcow2"
+            ensure_overlay(pool, f"{guest.name}.qcow2", self._image)
             seed_name = f"{guest.name}-seed.iso"
-            if self._lookup(pool.storageVolLookupByName, overlay_name) is None:
-                base = pool.storageVolLookupByName(f"base-{self._image.tag}.qcow2")
-                xml = render(
-                    "lab/volume.xml.j2",
-                    name=overlay_name,
-                    capacity=_virtual_size(self._image.disk),
-                    format="qcow2",
-                    backing_path=base.path(),
-                )
-                pool.createXML(xml, 0)
-            if self._lookup(pool.storageVolLookupByName, seed_name) is None:
+            if lookup_or_none(pool.storageVolLookupByName, seed_name) is None:
                 iso = self._write_seed(guest)
-                self._upload(pool, seed_name, iso)
-            domain = self._lookup(self.conn.lookupByName, self.lab.domain_name(guest))
+                upload(self.conn, pool, seed_name, iso)
+            domain = lookup_or_none(self.conn.lookupByName, self.lab.domain_name(guest))
             if domain is None:
                 domain = self.conn.defineXML(self._domain_xml(guest, pool))
                 say(f"{guest.name}: defined domain {domain.name()} ({describe_shape(guest)})")
@@ -401,7 +197,7 @@ class LabHost:
             initrd_path = pool.storageVolLookupByName(f"initrd-{tag}.img").path()
         return render(
             "lab/domain.xml.j2",
-            domain_type=self.domain_type(),
+            domain_type=domain_type(self.conn, self.settings),
             domain_name=self.lab.domain_name(guest),
             namespace=NAMESPACE,
             lab=self.lab,
@@ -417,106 +213,23 @@ class LabHost:
         )
 
     def wait_for_ssh(self, guest: Guest, timeout: float = DEFAULT_SSH_TIMEOUT) -> float:
-        """Block (cooperatively under gevent) until the guest is ready; seconds waited.
-
-        Ready means sshd answers and the first boot has finished. The lab's image orders sshd after
-        its first-boot unit, so the banner is enough there; on a cloud image cloud-init's config stage
-        runs beside sshd and may restart it (set_passwords does), refusing connections for a moment
-        after the first banner, so its end is awaited over SSH.
-        """
-        started = time.monotonic()
-        deadline = started + timeout
-        while time.monotonic() < deadline:
-            if self._ssh_banner(guest) and self._cloud_init_done(guest, deadline):
-                waited = time.monotonic() - started
-                say(f"{guest.name}: SSH ready after {waited:.1f} s")
-                return waited
-            domain = self._lookup(self.conn.lookupByName, self.lab.domain_name(guest))
-            if domain is None or not domain.isActive():
-                raise LabError(
-                    f"{guest.name}: domain {self.lab.domain_name(guest)} stopped while booting; "
-                    f"see its console log {self.console_log(guest)}"
-                )
-            time.sleep(2)
-        raise SSHTimeout(
-            f"{guest.name}: SSH at {guest.address}:{SSH_PORT} not ready after {timeout:.0f} s; "
-            f"see its console log {self.console_log(guest)}"
-        )
-
-    def _cloud_init_done(self, guest: Guest, deadline: float) -> bool:
-        """Wait for cloud-init over SSH where there is one; False when the connection failed (try again)."""
-        if not self._image_has_cloud_init():
-            return True
-        try:
-            done = subprocess.run(
-                ["ssh", "-F", str(self.ssh_config), guest.name, "cloud-init status --wait"],
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-                timeout=max(deadline - time.monotonic(), 1),
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return False
-        if done.returncode == 255:  # ssh's own failure: sshd restarting, or not listening yet
-            return False
-        if done.returncode != 0:
-            status = (done.stdout + done.stderr).decode(errors="replace").strip()
-            log.warning("%s: cloud-init finished with errors (exit %d): %s", guest.name, done.returncode, status)
-        return True
-
-    def _image_has_cloud_init(self) -> bool:
-        """The lab's own image has none (its first boot runs before sshd); a cloud image has it."""
-        return bool(self.settings.image)
-
-    def _ssh_banner(self, guest: Guest) -> bool:
-        jump = proxy_jump(self.settings.uri)
-        if jump is None:
-            try:
-                with socket.create_connection((str(guest.address), SSH_PORT), timeout=5) as sock:
-                    sock.settimeout(5)
-                    return sock.recv(4).startswith(b"SSH-")
-            except OSError:
-                return False
-        try:
-            probe = subprocess.run(
-                ["ssh", "-F", str(self.ssh_config), "-W", f"{guest.address}:{SSH_PORT}", jump],
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-                timeout=30,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return False
-        return probe.stdout.startswith(b"SSH-")
+        """Block until the guest is ready (see `readiness.wait_for_ssh`); seconds waited."""
+        return wait_for_ssh(self, guest, timeout)
 
     # ---- status and destroy --------------------------------------------------------------------
 
     def status(self) -> list[GuestStatus]:
-        states = {
-            libvirt.VIR_DOMAIN_RUNNING: "running",
-            libvirt.VIR_DOMAIN_PAUSED: "paused",
-            libvirt.VIR_DOMAIN_SHUTDOWN: "shutting down",
-            libvirt.VIR_DOMAIN_SHUTOFF: "shut off",
-            libvirt.VIR_DOMAIN_CRASHED: "crashed",
-        }
-        result = []
-        for guest in self.lab.guests:
-            domain = self._lookup(self.conn.lookupByName, self.lab.domain_name(guest))
-            if domain is None or lab_of_xml(domain.XMLDesc(0)) != self.settings.name:
-                state = "absent"
-            else:
-                state = states.get(domain.state()[0], "unknown")
-            result.append(
-                GuestStatus(
-                    guest.name,
-                    self.lab.domain_name(guest),
-                    state,
-                    str(guest.address),
-                    describe_shape(guest),
-                    self.console_log(guest),
-                )
+        return [
+            GuestStatus(
+                guest.name,
+                self.lab.domain_name(guest),
+                domain_state(self.conn, self.lab.domain_name(guest), self.settings.name),
+                str(guest.address),
+                describe_shape(guest),
+                self.console_log(guest),
             )
-        return result
+            for guest in self.lab.guests
+        ]
 
     def destroy(self) -> list[str]:
         """Remove the lab's domains, network, pool with its volumes, and the lab's local files.
@@ -524,33 +237,9 @@ class LabHost:
         Only objects carrying the lab's metadata (domains, network) or its pool name and path are
         touched; running it again finds nothing and removes nothing.
         """
-        removed: list[str] = []
-        for domain in self.conn.listAllDomains(0):
-            if lab_of_xml(domain.XMLDesc(0)) != self.settings.name:
-                continue
-            if domain.isActive():
-                domain.destroy()
-            domain.undefine()
-            removed.append(f"domain {domain.name()}")
-        net = self._lookup(self.conn.networkLookupByName, self.network_name)
-        if net is not None and lab_of_xml(net.XMLDesc()) == self.settings.name:
-            if net.isActive():
-                net.destroy()
-            net.undefine()
-            removed.append(f"network {self.network_name}")
-        pool = self._lookup(self.conn.storagePoolLookupByName, self.pool_name)
-        if pool is not None:
-            self._require_owned_pool(pool)
-            if not pool.isActive():
-                pool.create(0)
-            pool.refresh(0)
-            for vol in pool.listAllVolumes(0):
-                vol.delete(0)
-                removed.append(f"volume {vol.name()}")
-            pool.destroy()
-            pool.delete(0)
-            pool.undefine()
-            removed.append(f"pool {self.pool_name}")
+        removed = remove_domains(self.conn, self.settings.name)
+        removed += remove_network(self.conn, self.network_name, self.settings.name)
+        removed += remove_pool(self.conn, self.pool_name, self.pool_path, self.settings.name)
         removed += self._remove_local_files()
         self._prepared = False
         return removed
@@ -571,20 +260,6 @@ class LabHost:
             removed.append(f"dir {self.state_dir}")
         return removed
 
-    @staticmethod
-    def _lookup(lookup, name: str):  # noqa: ANN001, ANN205 - any virConnect/virStoragePool lookup
-        try:
-            return lookup(name)
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() in (
-                libvirt.VIR_ERR_NO_DOMAIN,
-                libvirt.VIR_ERR_NO_NETWORK,
-                libvirt.VIR_ERR_NO_STORAGE_POOL,
-                libvirt.VIR_ERR_NO_STORAGE_VOL,
-            ):
-                return None
-            raise
-
 
 _HOSTS: dict[tuple[str, str], LabHost] = {}
 _HOSTS_LOCK = threading.Lock()
@@ -597,70 +272,3 @@ def lab_host(lab: Lab) -> LabHost:
         if key not in _HOSTS or _HOSTS[key].lab != lab:
             _HOSTS[key] = LabHost(lab)
         return _HOSTS[key]
-
-
-def network_routes(conn: libvirt.virConnect, uri: str, exclude_network: str = "") -> list[tuple[str, str]]:
-    """(destination, device) of the host's routes (local URIs only) and of its libvirt networks."""
-    routes: list[tuple[str, str]] = []
-    if is_local_uri(uri):
-        out = subprocess.run(["ip", "-j", "-4", "route", "show"], capture_output=True, text=True, check=True)
-        routes += [(r.get("dst", ""), r.get("dev", "")) for r in json.loads(out.stdout or "[]")]
-    for net in conn.listAllNetworks():
-        if net.name() == exclude_network:
-            continue
-        root = ET.fromstring(net.XMLDesc())
-        bridge = root.find("bridge")
-        device = bridge.get("name", net.name()) if bridge is not None else net.name()
-        for ip in root.iterfind("ip"):
-            if ip.get("family", "ipv4") != "ipv4" or not ip.get("address"):
-                continue
-            mask = ip.get("prefix") or ip.get("netmask") or "24"
-            routes.append((f"{ip.get('address')}/{mask}", f"{device} (libvirt network {net.name()})"))
-    return routes
-
-
-def free_subnet(uri: str, first: int, last: int) -> str:
-    """The first /24 at offsets first..last after the default lab subnet that overlaps nothing (test labs)."""
-    conn = libvirt.open(uri)
-    try:
-        routes = network_routes(conn, uri)
-    finally:
-        conn.close()
-    base = ipaddress.IPv4Network(DEFAULT_SUBNET)
-    for offset in range(first, last + 1):
-        candidate = ipaddress.IPv4Network((int(base.network_address) + offset * 256, 24))
-        try:
-            check_subnet_free(candidate, routes, own_bridge="")
-        except ValidationError:
-            continue
-        return str(candidate)
-    raise LabError(f"no free /24 subnet at offsets {first}-{last} from {base}")
-
-
-def lab_of_xml(xml: str) -> str | None:
-    """The lab name in an object's <metadata>, or None for objects numa-lab did not create."""
-    root = ET.fromstring(xml)
-    element = root.find(f"./metadata/{{{NAMESPACE}}}lab")
-    return element.get("name") if element is not None else None
-
-
-def _virtual_size(disk: Path) -> int:
-    out = subprocess.run(
-        ["qemu-img", "info", "--output=json", str(disk)], capture_output=True, text=True, check=True
-    )
-    return int(json.loads(out.stdout)["virtual-size"])
-
-
-def _kvm_usable() -> bool:
-    """libvirt's qemu (user libvirt-qemu, group kvm) can open /dev/kvm."""
-    try:
-        st = os.stat("/dev/kvm")
-    except FileNotFoundError:
-        return False
-    try:
-        import grp
-
-        kvm_gid = grp.getgrnam("kvm").gr_gid
-    except KeyError:
-        kvm_gid = None
-    return bool(st.st_mode & 0o006) or (st.st_gid == kvm_gid and st.st_mode & 0o060 == 0o060)

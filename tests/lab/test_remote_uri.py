@@ -24,7 +24,7 @@ import libvirt
 import pytest
 import testinfra
 
-from numalab.lab.provisioning import JUMP_ALIAS
+from numalab.lab.remote import JUMP_ALIAS
 from tests.lab.conftest import (
     free_subnet,
     lab_env,

@@ -13,9 +13,10 @@ import libvirt
 import pytest
 import yaml
 
+from numalab.lab.domains import describe_shape
 from numalab.lab.image import Image, ImageBuildError, Recipe, cloud_image, host_debian_mirror
 from numalab.lab.keys import known_hosts_lines, ssh_config_text
-from numalab.lab.provisioning import NAMESPACE, describe_shape, lab_of_xml
+from numalab.lab.libvirt_objects import NAMESPACE, lab_of_xml
 from numalab.lab.seed import seed_files
 from numalab.lab.spec import Lab, lab_from_dict
 from numalab.render import render
