@@ -23,6 +23,22 @@ def _cpus_to_ask(report: dict, node: int, capacity_mode: str) -> int:
     return on_node + 1
 
 
+def _run_wave(bodies: dict, cluster, settings, results) -> None:
+    cluster.create_pods(bodies.values())
+    try:
+        for (worker, node), body in bodies.items():
+            resource = resource_name(node)
+            ok, why = cluster.wait_until(
+                body["metadata"]["name"],
+                lambda pod, r=resource: judge_exhaustion(pod, settings.capacity_mode, r),
+                timeout=OUTCOME_TIMEOUT,
+            )
+            cpus = body["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+            results.add(worker, node, "exhaustion", ok, cpus=f"asked {cpus}", detail=why)
+    finally:
+        cluster.delete_pods(body["metadata"]["name"] for body in bodies.values())
+
+
 def test_pod_larger_than_its_numa_node_is_refused(cluster, workers, settings, inspect_node, results):
     bodies = {}
     for worker, nodes in workers.items():
@@ -42,18 +58,9 @@ def test_pod_larger_than_its_numa_node_is_refused(cluster, workers, settings, in
                 continue
             bodies[(worker, node)] = exhaustion_pod(worker, node, wanted, settings.probe_image,
                                                     settings.capacity_mode)
-    cluster.create_pods(bodies.values())
-    try:
-        for (worker, node), body in bodies.items():
-            resource = resource_name(node)
-            ok, why = cluster.wait_until(
-                body["metadata"]["name"],
-                lambda pod, r=resource: judge_exhaustion(pod, settings.capacity_mode, r),
-                timeout=OUTCOME_TIMEOUT,
-            )
-            cpus = body["spec"]["containers"][0]["resources"]["limits"]["cpu"]
-            results.add(worker, node, "exhaustion", ok, cpus=f"asked {cpus}", detail=why)
-    finally:
-        cluster.delete_pods(body["metadata"]["name"] for body in bodies.values())
+    # One wave per NUMA node id: two such pods on one worker at once compete for its allocatable cpus in
+    # the scheduler, which may then refuse one for lack of cpu before its kubelet could judge it.
+    for wave in sorted({node for _, node in bodies}):
+        _run_wave({key: body for key, body in bodies.items() if key[1] == wave}, cluster, settings, results)
     failures = results.failures("exhaustion")
     assert not failures, describe_failures(failures)
