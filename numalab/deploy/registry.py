@@ -6,6 +6,8 @@ registry's HTTP API: no container engine anywhere. Skipped when the inventory ha
 
 from __future__ import annotations
 
+import socket
+import time
 from io import StringIO
 
 from pyinfra import host
@@ -35,7 +37,22 @@ def images_missing(registry: str, address: str) -> list[str]:
         return [image.name for image in images]
 
 
+def _wait_for_port(address: str, port: int, timeout: float = 120.0) -> None:
+    """docker-registry takes seconds to listen after its (re)start under emulation; pushing earlier fails."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((address, port), timeout=5):
+                return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"registry at {address}:{port} not listening after {timeout:.0f} s ({exc}); "
+                                   "see `journalctl -u docker-registry` on the registry host") from None
+            time.sleep(2)
+
+
 def _push(registry: str, address: str) -> None:
+    _wait_for_port(address, int(registry.split(":")[1]))
     ca = controller.pki(host).path("ca.crt")
     resolve = f"{registry.split(':')[0]}:{address}"
     for pushed in push_lab_images(registry, ca, resolve=resolve, version=controller.binaries(host).version):
