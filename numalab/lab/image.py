@@ -204,7 +204,9 @@ def _mark_updated(rootfs: Path) -> None:
 def _systemctl_offline(rootfs: Path, recipe: Recipe) -> list[list[str]]:
     """systemctl calls that set the image's units up without a running systemd (chroot is offline)."""
     root = ["chroot", str(rootfs), "systemctl"]
-    calls = [[*root, "disable", *recipe.disabled_units], [*root, "mask", *recipe.masked_units]]
+    calls = [[*root, "disable", *recipe.disabled_units]]
+    if recipe.masked_units:
+        calls.append([*root, "mask", *recipe.masked_units])
     if recipe.enabled_units:
         calls.append([*root, "enable", *recipe.enabled_units])
     return calls

@@ -59,8 +59,14 @@ def recipe_digest(base: Recipe) -> str:
 
 
 def cloud_init_recipe() -> Recipe:
-    """The lab's recipe with cloud-init and its NoCloud datasource setting (its first-boot unit then stands aside)."""
-    return Recipe(extra_packages=CLOUD_INIT_PACKAGES, files={**ROOTFS_FILES, **CLOUD_INIT_FILES})
+    """The lab's packages with cloud-init, its NoCloud datasource setting and ifupdown + a DHCP client for the
+    network it renders, and none of the lab's boot trims, like a stock cloud image (the first-boot unit stands
+    aside where cloud-init is installed)."""
+    return Recipe(
+        extra_packages=(*CLOUD_INIT_PACKAGES, "ifupdown", "isc-dhcp-client"),
+        files={**ROOTFS_FILES, **CLOUD_INIT_FILES},
+        masked_units=(),
+    )
 
 
 def cloud_test_image(image_root: Path, base: Recipe | None = None) -> Path:

@@ -143,9 +143,9 @@ def test_status_lists_guests_state_address_and_shape(kvm_lab: RunningLab) -> Non
 def test_console_prints_the_boot_log(kvm_lab: RunningLab) -> None:
     result = kvm_lab.numalab("console", "two")
     assert result.returncode == 0, result.stderr
-    # A quiet boot: the kernel prints only errors; the first-boot unit says what it applied, then a login prompt.
+    # A quiet boot: the kernel prints only errors, the first-boot unit says what it applied. (No getty on the
+    # serial line: udev coldplug is masked, so its device unit never appears; the lab logs in over SSH.)
     assert f"numalab-firstboot: two is {kvm_lab.guests['two'].address}/" in result.stdout
-    assert "two login:" in result.stdout
     tail = kvm_lab.numalab("console", "two", "--lines", "3")
     assert len(tail.stdout.splitlines()) == 3
 
