@@ -42,6 +42,10 @@ class GuestStatus:
     console_log: str
 
 
+# What the cluster stages keep in the lab's state dir (numalab.deploy): gone with the lab it belongs to.
+CLUSTER_STATE = ("pki", "kubeconfig", "wheelhouse")
+
+
 class LabHost:
     """One lab on one libvirt connection. `prepare` runs once; `ensure_guest` once per guest."""
 
@@ -246,7 +250,7 @@ class LabHost:
 
     def _remove_local_files(self) -> list[str]:
         removed = []
-        for relative in ("keys", "seeds", "console", "known_hosts", "ssh_config"):
+        for relative in ("keys", "seeds", "console", "known_hosts", "ssh_config", *CLUSTER_STATE):
             path = self.state_dir / relative
             if path.is_dir():
                 shutil.rmtree(path)
