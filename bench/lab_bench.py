@@ -3,8 +3,8 @@
 Runs the real CLI on inventories of 1, 2 and 4 guests (the default lab's guests, in its order) under a
 separate lab name and subnet, so a lab you already run is not touched:
   1. build (or reuse) the base image, outside the timing;
-  2. `pyinfra -y INVENTORY exec -- systemd-analyze`: every guest defined, booted and reached over SSH,
-     and each guest's own boot timeline (kernel, userspace) as systemd measured it;
+  2. `pyinfra -y INVENTORY exec -- systemd-analyze`: every guest defined, booted and reached over SSH
+     (and its boot finished), and each guest's own boot timeline (kernel, userspace) as systemd measured it;
   3. `numalab lab destroy`.
 Prints the times, the scaling ratios and the slowest guest's timeline; asserts nothing about them.
 `--cluster` also times the full cluster deploy of the 4-guest lab, its no-change second run and the
@@ -64,7 +64,9 @@ def bring_up(count: int, work: Path, env: dict[str, str]) -> tuple[float, str]:
     guests = DEFAULT_ORDER[:count]
     path = inventory(work / f"inventory-{count}.py", guests)
     try:
-        return timed([str(BIN / "pyinfra"), "-y", str(path), "exec", "--", "systemd-analyze"], env)
+        # SSH answers a little before the boot ends; --wait lets systemd-analyze see the finished timeline.
+        command = "systemctl is-system-running --wait >/dev/null; systemd-analyze"
+        return timed([str(BIN / "pyinfra"), "-y", str(path), "exec", "--", command], env)
     finally:
         timed([str(BIN / "numalab"), "lab", "destroy", "--inventory", str(path)], env)
 
@@ -84,7 +86,7 @@ def main() -> int:
     figures = {}
     for count in (1, 2, 4):
         figures[count], output = bring_up(count, work, env)
-        print(f"{count} guest(s) pyinfra start -> SSH-ready: {figures[count]:7.1f} s")
+        print(f"{count} guest(s) pyinfra start -> SSH-ready: {figures[count]:7.1f} s (goal for 4: < 90 s)")
         for name, kernel, userspace in _STARTUP.findall(output):
             print(f"    {name:9} kernel {kernel:>10}  userspace {userspace:>10}")
     print(f"ratio 4 guests / 1 guest:             {figures[4] / figures[1]:7.2f}x")

@@ -50,7 +50,9 @@ class Image:
     # nokaslr: the kernel image (~40 MiB) always sits in node 0 instead of a random node, so every
     # other node's MemTotal matches its declared cell memory.
     # quiet: every line through the emulated UART costs boot time; errors still reach the console log.
-    cmdline: str = "root=/dev/vda rw console=ttyS0 net.ifnames=0 nokaslr quiet loglevel=3"
+    # systemd.getty_auto=0: the lab logs in over SSH. udev coldplug is masked, so ttyS0's device unit never
+    # appears and a serial getty would hold multi-user.target (the boot's end) for its 90 s device timeout.
+    cmdline: str = "root=/dev/vda rw console=ttyS0 net.ifnames=0 nokaslr quiet loglevel=3 systemd.getty_auto=0"
 
     @property
     def direct_boot(self) -> bool:
