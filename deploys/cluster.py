@@ -4,28 +4,38 @@ Every host gets `base`. When the inventory declares a cluster (groups `registry`
 `rke2_agents`), the stages follow in order; each reads facts first, so a second run changes nothing.
 Every host passes each barrier, so a stage starts only when the one before it is done on all hosts.
 The distribution (`k8s_distribution`, env NUMALAB_DISTRIBUTION for the lab) decides who runs the
-control plane and kubelets: `upstream` runs the binaries numa-lab builds or is given.
+control plane and kubelets: `upstream` runs the binaries numa-lab builds or is given; `rke2` installs
+RKE2 (online, airgap or preinstalled), writes its config files and starts rke2-server, then rke2-agent.
 """
 
 from pyinfra import host
 
 from numalab.deploy import base, context, control_plane, node, numa_align, pki, registry, verify
 from numalab.deploy.operations import stage_barrier
+from numalab.deploy.rke2 import rke2_config, rke2_install, rke2_service
 
 base()
 
 roles = context.role_of(host)
+distribution = context.announce_distribution(host) if roles else None
 if roles:
-    context.announce_distribution(host)
     pki()
     if "registry" in roles:
         registry()
 stage_barrier(before="control plane")
 if "rke2_servers" in roles:
-    control_plane()
+    if distribution == "rke2":
+        rke2_install()
+        rke2_service(rke2_config())
+    else:
+        control_plane()
 stage_barrier(before="nodes")
 if roles and context.runs_pods(host):
-    node()
+    if distribution == "upstream":
+        node()
+    elif "rke2_agents" in roles:
+        rke2_install()
+        rke2_service(rke2_config())
 stage_barrier(before="numa-align")
 if roles and context.runs_pods(host):
     numa_align()

@@ -12,9 +12,11 @@ from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
-Problem = (ApiException, HTTPError, OSError)
+# ConfigException: no kubeconfig yet (RKE2's server writes it on its first start).
+Problem = (ApiException, HTTPError, OSError, ConfigException)
 
 
 def core_api(kubeconfig: Path) -> client.CoreV1Api:
@@ -50,13 +52,14 @@ def ensure_node(kubeconfig: Path, node: str, pod_cidr: str) -> None:
             raise RuntimeError(f"node {node} exists with podCIDR {existing}, not {pod_cidr}: delete the Node") from None
 
 
-def wait_node_ready(kubeconfig: Path, node: str, timeout: float) -> None:
+def wait_node_ready(kubeconfig: Path, node: str, timeout: float, unit: str = "kubelet") -> None:
+    """`unit` is the service that runs the node's kubelet, named in the error (rke2-agent, rke2-server)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if node_is_ready(read_node(kubeconfig, node)):
             return
         time.sleep(3)
-    raise RuntimeError(f"node {node} not Ready after {timeout:.0f} s; see `journalctl -u kubelet` on {node}")
+    raise RuntimeError(f"node {node} not Ready after {timeout:.0f} s; see `journalctl -u {unit}` on {node}")
 
 
 def set_unschedulable(kubeconfig: Path, node: str, unschedulable: bool) -> None:

@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "kubelet_settings": {},  # numalab.model.kubelet settings (policies, reservations)
     "numa_align_install": "systemd",
     "numa_align_image": None,  # for numa_align_install: daemonset
+    "rke2_registry_airgap": False,  # rke2: system-default-registry is the lab registry
 }
 
 
@@ -122,6 +123,4 @@ def _announce(choice: str, why: str) -> None:
 def announce_distribution(host: Host) -> str:
     choice, why = chosen_distribution(host)
     _announce(choice, why)
-    if choice == "rke2":
-        raise DeployError(f"{host.name}: the RKE2 stages are not built yet; set k8s_distribution: upstream")
     return choice

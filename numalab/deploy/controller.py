@@ -21,6 +21,7 @@ from numalab.model.cluster import Cluster
 from numalab.pki import ClusterPki, PkiSpec, ensure_pki
 from numalab.pki import Host as PkiHost
 from numalab.progress import say
+from numalab.rke2.token import ensure_token
 
 # pyinfra prepares hosts concurrently (greenlets): the first ask does the work, the others wait for it.
 _LOCK = threading.Lock()
@@ -37,14 +38,19 @@ def pki_spec(cluster: Cluster) -> PkiSpec:
 
 
 def pki(host: Host) -> ClusterPki:
-    """The cluster's certificates, keys and kubeconfigs (0600 under <state dir>/pki, never printed)."""
+    """The cluster's certificates, keys and kubeconfigs (0600 under <state dir>/pki, never printed).
+
+    With RKE2 the admin kubeconfig is the one RKE2's server writes (fetched by the rke2_service stage);
+    the CA still signs the lab registry's certificate."""
+    upstream = context.chosen_distribution(host)[0] == "upstream"
     with _LOCK:
-        return _pki(context.cluster_of(host), context.state_dir(host))
+        return _pki(context.cluster_of(host), context.state_dir(host), upstream)
 
 
 @functools.lru_cache(maxsize=4)
-def _pki(cluster: Cluster, state_dir: Path) -> ClusterPki:
-    result = ensure_pki(pki_spec(cluster), state_dir / "pki", admin_kubeconfig=state_dir / "kubeconfig")
+def _pki(cluster: Cluster, state_dir: Path, admin_kubeconfig: bool) -> ClusterPki:
+    kubeconfig = state_dir / "kubeconfig" if admin_kubeconfig else None
+    result = ensure_pki(pki_spec(cluster), state_dir / "pki", admin_kubeconfig=kubeconfig)
     if result.changed:
         say(f"cluster PKI in {result.directory}: wrote {len(result.changed)} files")
     return result
@@ -70,3 +76,12 @@ def _binaries(spec: str, cache_root: Path) -> Binaries:
         raise DeployError(f"k8s_binaries: {exc}") from None
     say(f"Kubernetes {found.version} binaries from {found.source}: {found.directory}")
     return found
+
+
+def rke2_token(host: Host) -> str:
+    """The RKE2 join token (0600 in the state dir); only ever written to nodes by secret_file."""
+    with _LOCK:
+        try:
+            return ensure_token(context.state_dir(host))
+        except ValueError as exc:
+            raise DeployError(str(exc)) from None

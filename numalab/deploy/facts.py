@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from numa_align.cpulist import parse_cpulist
@@ -56,13 +57,14 @@ class NumaNodes(FactBase[list[NodeInfo]]):
         ]
 
 
-class KubeletConfigFile(FactBase[str]):
-    """The kubelet's config file as text ('' when absent): the previous policy, for the policy-change reset."""
+class TextFile(FactBase[str]):
+    """A small file's text ('' when absent): the kubelet's previous config for the policy-change reset, the
+    RKE2 install marker."""
 
     default = str
 
     def command(self, path: str) -> str:
-        return f"cat {path} 2>/dev/null || true"
+        return f"cat {shlex.quote(path)} 2>/dev/null || true"
 
     def process(self, output: list[str]) -> str:
         return "\n".join(output)

@@ -16,58 +16,18 @@ from pyinfra.operations.util import any_changed
 
 from numalab.deploy import api, context, controller, policy_reset
 from numalab.deploy.control_plane import put_binary, put_unit
-from numalab.deploy.facts import KubeletConfigFile, NumaNodes
+from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
+from numalab.deploy.policy import node_policy
 from numalab.images.lab_images import PAUSE_REPOSITORY, lab_images
 from numalab.model import components
 from numalab.model.components import KUBELET_CONFIG, KUBELET_PKI_DIR
-from numalab.model.errors import ValidationError
-from numalab.model.kubelet import KubeletSettings, kubelet_configuration, kubelet_policy
-from numalab.model.topology import Topology
+from numalab.model.kubelet import KubeletPolicy, kubelet_configuration
 from numalab.render import render
-from numalab.sysfs import topology_from_nodes
 
 
-def node_topology() -> Topology:
-    """The host's topology from sysfs; on a lab guest it must match the shape the lab declared."""
-    name = context.node_name(host)
-    try:
-        found = topology_from_nodes(host.get_fact(NumaNodes), where=f"{name}: /sys/devices/system/node")
-    except ValidationError as exc:
-        raise DeployError(str(exc)) from None
-    declared = host.data.get("numa")
-    if declared:
-        expected = Topology.from_dict(declared, where=f"{name}: declared shape")
-        if not _same_shape(found, expected):
-            raise DeployError(
-                f"{name}: NUMA topology in the guest ({_shape(found)}) is not the declared one ({_shape(expected)}); "
-                "was the domain defined from another inventory?"
-            )
-    return found
-
-
-def _shape(topology: Topology) -> str:
-    return " ".join(f"node{c.id}:cpus {c.cpulist},{c.memory >> 20}Mi" for c in topology.cells)
-
-
-def _same_shape(found: Topology, expected: Topology) -> bool:
-    """Same node ids and cpus; memory within 10 % (the guest's kernel keeps some of node 0 for itself)."""
-    if [(c.id, c.cpulist) for c in found.cells] != [(c.id, c.cpulist) for c in expected.cells]:
-        return False
-    return all(abs(f.memory - e.memory) <= e.memory // 10 for f, e in zip(found.cells, expected.cells, strict=True))
-
-
-def kubelet_config_text(topology: Topology) -> str:
+def kubelet_config_text(policy: KubeletPolicy) -> str:
     """The node's KubeletConfiguration: the policy's managers over what every numa-lab node shares."""
-    version = controller.binaries(host).version
-    settings = KubeletSettings.from_dict(
-        {**context.data(host, "kubelet_settings"), "kubelet-version": version},
-        where=f"{context.node_name(host)}: kubelet_settings",
-    )
-    try:
-        policy = kubelet_policy(topology, settings)
-    except ValidationError as exc:
-        raise DeployError(f"{context.node_name(host)}: {exc}") from None
     config = components.kubelet_configuration(kubelet_configuration(policy))
     return yaml.safe_dump(config, sort_keys=False)
 
@@ -88,8 +48,8 @@ def node() -> None:
     pki = controller.pki(host)
     kubeconfig = context.state_dir(host) / "kubeconfig"
 
-    config_text = kubelet_config_text(node_topology())
-    previous = host.get_fact(KubeletConfigFile, path=KUBELET_CONFIG)
+    config_text = kubelet_config_text(node_policy())
+    previous = host.get_fact(TextFile, path=KUBELET_CONFIG)
     reset = policy_reset.plan(previous, config_text)
 
     registry = cluster.registry_endpoint

@@ -17,6 +17,7 @@ from pyinfra.operations.util import any_changed
 
 from numalab.deploy import context, controller
 from numalab.deploy.operations import secret_file
+from numalab.deploy.policy import kubelet_version
 from numalab.images.lab_images import lab_images, push_lab_images
 from numalab.images.push import RegistryClient, RegistryError
 from numalab.progress import say
@@ -29,7 +30,7 @@ REGISTRY_USER = "docker-registry"  # Debian's package runs the service as this u
 def images_missing(registry: str, address: str) -> list[str]:
     """Lab images the registry lacks, asked from the controller (all of them while it is not up)."""
     ca = controller.pki(host).path("ca.crt")
-    images = lab_images(controller.binaries(host).version)
+    images = lab_images(kubelet_version())
     try:
         client = RegistryClient(registry, ca, resolve=f"{registry.split(':')[0]}:{address}", timeout=5)
         return [image.name for image in images if client.manifest_digest(image.repository, image.tag) is None]
@@ -55,7 +56,7 @@ def _push(registry: str, address: str) -> None:
     _wait_for_port(address, int(registry.split(":")[1]))
     ca = controller.pki(host).path("ca.crt")
     resolve = f"{registry.split(':')[0]}:{address}"
-    for pushed in push_lab_images(registry, ca, resolve=resolve, version=controller.binaries(host).version):
+    for pushed in push_lab_images(registry, ca, resolve=resolve, version=kubelet_version()):
         say(f"registry {registry}: {pushed.summary()}")
 
 

@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import python
 
 from numalab.deploy import api, context
 from numalab.deploy.facts import NumaNodes
-from numalab.deploy.node import kubelet_config_text, node_topology
+from numalab.deploy.policy import expected_policies, node_policy
 from numalab.placement import kubelet_policies, numa_align_allocatable
 from numalab.progress import say
 
@@ -75,17 +74,13 @@ def check(kubeconfig: Path, node: str, numa_nodes: list[int], expected: dict[str
         time.sleep(3)
 
 
-def expected_policies(config_text: str) -> dict[str, str]:
-    return kubelet_policies({"kubeletconfig": yaml.safe_load(config_text) or {}})
-
-
 @deploy("verify")
 def verify() -> None:
     """Check allocatable numa-align/numa-N and the kubelet's policies; print one line per node."""
     name = context.node_name(host)
     kubeconfig = context.state_dir(host) / "kubeconfig"
     numa_nodes = [node.id for node in host.get_fact(NumaNodes)]
-    expected = expected_policies(kubelet_config_text(node_topology()))
+    expected = expected_policies(node_policy())
     try:
         seen = observe(kubeconfig, name)
         if not problems(seen, numa_nodes, expected):

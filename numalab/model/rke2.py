@@ -35,6 +35,8 @@ class Rke2Config:
     kubelet_args: tuple[str, ...] = ()
     write_kubeconfig_mode: str = "0600"
     node_ip: str | None = None
+    system_default_registry: str | None = None  # where every RKE2 system image is pulled from (airgap)
+    node_name: str | None = None
 
     @property
     def server_url(self) -> str | None:
@@ -52,6 +54,8 @@ class Rke2Config:
             "kubelet_args": list(self.kubelet_args),
             "write_kubeconfig_mode": self.write_kubeconfig_mode if self.role == "server" else None,
             "node_ip": self.node_ip,
+            "system_default_registry": self.system_default_registry,
+            "node_name": self.node_name,
         }
 
 
@@ -67,6 +71,8 @@ def rke2_config(
     kubelet_args: Sequence[str] = (),
     write_kubeconfig_mode: str = "0600",
     node_ip: str | None = None,
+    system_default_registry: str | None = None,
+    node_name: str | None = None,
     where: str = "rke2",
 ) -> Rke2Config:
     """Validate and build; errors name the field under `where`."""
@@ -90,6 +96,8 @@ def rke2_config(
         _label(key, str(value), f"{where}.node-label.{key}")
     for i, taint in enumerate(node_taints):
         _taint(taint, f"{where}.node-taint[{i}]")
+    if system_default_registry is not None:
+        _registry(system_default_registry, f"{where}.system-default-registry")
     if not _MODE.match(write_kubeconfig_mode):
         raise ValidationError(f"{where}.write-kubeconfig-mode", f"{write_kubeconfig_mode!r} is not an octal mode")
     return Rke2Config(
@@ -103,22 +111,37 @@ def rke2_config(
         tuple(kubelet_args),
         write_kubeconfig_mode.rjust(4, "0"),
         node_ip,
+        system_default_registry,
+        node_name,
     )
 
 
-def registries_config(registry: str, *, mirror_docker_io: bool = True, scheme: str = "http") -> dict[str, Any]:
-    """registries.yaml values: the lab registry (host:port) serves itself and, optionally, docker.io."""
-    host, _, port = registry.partition(":")
-    _host(host, "registry")
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
-        raise ValidationError("registry", f"{registry!r} has a bad port")
+def registries_config(
+    registry: str, *, mirror_docker_io: bool = True, scheme: str = "http", ca_file: str | None = None
+) -> dict[str, Any]:
+    """registries.yaml values: the lab registry (host:port) serves itself and, optionally, docker.io;
+    with `ca_file`, containerd trusts that CA for it (the cluster CA signs the lab registry's certificate)."""
+    _registry(registry, "registry")
     if scheme not in ("http", "https"):
         raise ValidationError("registry.scheme", f"{scheme!r} is not http or https")
     endpoint = f"{scheme}://{registry}"
     mirrors = {registry: [endpoint]}
     if mirror_docker_io:
         mirrors = {"docker.io": [endpoint], **mirrors}
-    return {"mirrors": mirrors}
+    if ca_file is None:
+        return {"mirrors": mirrors, "configs": {}}
+    if not ca_file.startswith("/"):
+        raise ValidationError("registry.ca_file", f"{ca_file!r} is not an absolute path")
+    return {"mirrors": mirrors, "configs": {registry: {"ca_file": ca_file}}}
+
+
+def _registry(registry: str, where: str) -> None:
+    if "://" in registry:
+        raise ValidationError(where, f"{registry!r}: give host[:port], not a URL")
+    host, _, port = registry.partition(":")
+    _host(host, where)
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValidationError(where, f"{registry!r} has a bad port")
 
 
 def _host(value: str, where: str) -> str:

@@ -54,10 +54,9 @@ def test_an_unknown_distribution_is_refused_naming_the_key_and_choices() -> None
     assert "'kubeadm'" in message and "auto, rke2, upstream" in message
 
 
-def test_the_rke2_stages_are_refused_until_they_exist() -> None:
+def test_the_announced_distribution_is_the_chosen_one() -> None:
     assert announce_distribution(FakeHost({"k8s_distribution": "upstream"})) == "upstream"
-    with pytest.raises(DeployError, match="set k8s_distribution: upstream"):
-        announce_distribution(FakeHost({"rke2_version": "v1.33.1+rke2r1"}))
+    assert announce_distribution(FakeHost({"rke2_version": "v1.33.1+rke2r1"})) == "rke2"
 
 
 def test_names_and_addresses_prefer_explicit_keys_then_the_labs() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from numa_align.sysfs import NodeInfo, node_dir, read_nodes
 
-from numalab.deploy.facts import KubeletConfigFile, NumaNodes
+from numalab.deploy.facts import NumaNodes, TextFile
 from numalab.sysfs import topology_from_nodes, topology_from_sysfs
 from tests.fakesysfs import write_node_tree
 
@@ -112,7 +112,7 @@ def test_on_this_machine_the_fact_and_sysfs_agree() -> None:
 
 
 def test_kubelet_config_file_fact_is_the_text_or_empty() -> None:
-    fact = KubeletConfigFile()
+    fact = TextFile()
     assert fact.command(path="/var/lib/kubelet/config.yaml") == "cat /var/lib/kubelet/config.yaml 2>/dev/null || true"
     assert fact.process(["kind: KubeletConfiguration", "cpuManagerPolicy: static"]) == (
         "kind: KubeletConfiguration\ncpuManagerPolicy: static"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import yaml
 
-from numalab.deploy.verify import POLICY_FIELDS, expected_policies, problems, row
+from numalab.deploy.node import kubelet_config_text
+from numalab.deploy.policy import expected_policies
+from numalab.deploy.verify import POLICY_FIELDS, problems, row
 from numalab.model import components
-from numalab.model.kubelet import KubeletSettings, kubelet_configuration, kubelet_policy
+from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.topology import Topology
 from numalab.placement import kubelet_policies, numa_align_allocatable
 
@@ -79,17 +81,20 @@ def test_expected_policies_from_the_config_the_node_stage_writes() -> None:
         {"cells": [{"id": 0, "cpus": "0-1", "memory": "2Gi"}, {"id": 1, "cpus": "2-3", "memory": "2Gi"}]}
     )
     policy = kubelet_policy(topology, KubeletSettings.from_dict({"topology-manager-policy": "restricted"}))
-    text = yaml.safe_dump(components.kubelet_configuration(kubelet_configuration(policy)), sort_keys=False)
-    assert expected_policies(text) == {**EXPECTED, "topologyManagerPolicy": "restricted"}
+    assert expected_policies(policy) == {**EXPECTED, "topologyManagerPolicy": "restricted"}
+    # the config the upstream node stage writes shows the same (RKE2 writes the policy's args instead)
+    written = yaml.safe_load(kubelet_config_text(policy))
+    assert kubelet_policies({"kubeletconfig": written}) == expected_policies(policy)
 
 
-def test_expected_policies_fill_in_the_kubelet_defaults() -> None:
+def test_configz_policies_fill_in_the_kubelet_defaults() -> None:
     defaults = {
         "cpuManagerPolicy": "none",
         "memoryManagerPolicy": "None",
         "topologyManagerPolicy": "none",
         "topologyManagerScope": "container",
     }
-    assert expected_policies("") == defaults
-    assert expected_policies(yaml.safe_dump(components.kubelet_configuration({}))) == defaults
-    assert expected_policies("cpuManagerPolicy: static\n") == {**defaults, "cpuManagerPolicy": "static"}
+    assert kubelet_policies({"kubeletconfig": {}}) == defaults
+    assert kubelet_policies({"kubeletconfig": components.kubelet_configuration({})}) == defaults
+    static = kubelet_policies({"kubeletconfig": {"cpuManagerPolicy": "static"}})
+    assert static == {**defaults, "cpuManagerPolicy": "static"}

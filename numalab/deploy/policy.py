@@ -1,0 +1,74 @@
+"""The kubelet policy of the host a stage runs on: its NUMA topology read from sysfs (a fact), the
+kubelet version of its distribution, and `kubelet_settings` from host data, through numalab.model.kubelet.
+Shared by the upstream node stage, the RKE2 config stage and verify, so all three compute the same."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api.exceptions import DeployError
+
+from numalab.deploy import context, controller
+from numalab.deploy.facts import NumaNodes
+from numalab.model.errors import ValidationError
+from numalab.model.kubelet import KubeletPolicy, KubeletSettings, kubelet_configuration, kubelet_policy
+from numalab.model.rke2_install import rke2_install_from_data
+from numalab.model.topology import Topology
+from numalab.placement import kubelet_policies
+from numalab.sysfs import topology_from_nodes
+
+
+def node_topology() -> Topology:
+    """The host's topology from sysfs; on a lab guest it must match the shape the lab declared."""
+    name = context.node_name(host)
+    try:
+        found = topology_from_nodes(host.get_fact(NumaNodes), where=f"{name}: /sys/devices/system/node")
+    except ValidationError as exc:
+        raise DeployError(str(exc)) from None
+    declared = host.data.get("numa")
+    if declared:
+        expected = Topology.from_dict(declared, where=f"{name}: declared shape")
+        if not _same_shape(found, expected):
+            raise DeployError(
+                f"{name}: NUMA topology in the guest ({_shape(found)}) is not the declared one ({_shape(expected)}); "
+                "was the domain defined from another inventory?"
+            )
+    return found
+
+
+def _shape(topology: Topology) -> str:
+    return " ".join(f"node{c.id}:cpus {c.cpulist},{c.memory >> 20}Mi" for c in topology.cells)
+
+
+def _same_shape(found: Topology, expected: Topology) -> bool:
+    """Same node ids and cpus; memory within 10 % (the guest's kernel keeps some of node 0 for itself)."""
+    if [(c.id, c.cpulist) for c in found.cells] != [(c.id, c.cpulist) for c in expected.cells]:
+        return False
+    return all(abs(f.memory - e.memory) <= e.memory // 10 for f, e in zip(found.cells, expected.cells, strict=True))
+
+
+def kubelet_version() -> str:
+    """upstream: what the binaries report; rke2: the Kubernetes release of the pinned rke2_version."""
+    if context.chosen_distribution(host)[0] == "rke2":
+        try:
+            return rke2_install_from_data(host.data.dict(), where=host.name).kubelet_version
+        except ValidationError as exc:
+            raise DeployError(str(exc)) from None
+    return controller.binaries(host).version
+
+
+def node_policy(topology: Topology | None = None) -> KubeletPolicy:
+    """The checked policy for this host; a rule it breaks fails the run before anything is written."""
+    name = context.node_name(host)
+    settings = KubeletSettings.from_dict(
+        {**context.data(host, "kubelet_settings"), "kubelet-version": kubelet_version()},
+        where=f"{name}: kubelet_settings",
+    )
+    try:
+        return kubelet_policy(topology or node_topology(), settings)
+    except ValidationError as exc:
+        raise DeployError(f"{name}: {exc}") from None
+
+
+def expected_policies(policy: KubeletPolicy) -> dict[str, str]:
+    """The manager policies the kubelet's /configz must show for `policy`."""
+    return kubelet_policies({"kubeletconfig": kubelet_configuration(policy)})
