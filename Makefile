@@ -33,7 +33,7 @@ lint: venv
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a green run.
 test: host venv lint
-	$(BIN)/pytest tests $(PYTEST_ARGS); rc=$$?; \
+	$(BIN)/pytest tests --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$rc
 
 test-fast: venv

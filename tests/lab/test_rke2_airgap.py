@@ -71,14 +71,15 @@ class Rke2Lab:
             "k8s_state_dir": self.state,
             "k8s_server_runs_pods": "true",
         }
-        if online is not None:
-            del data["rke2_artifacts_dir"]
-            data.update(rke2_install="online", **online)
+        if online is not None:  # the example's rke2_artifacts_dir emptied: it is refused with online
+            data.update(rke2_install="online", rke2_artifacts_dir="", **online)
         # --dry prints its plan (the "Detected changes" table) only without -y
         argv = [str(BIN / "pyinfra")] + ([] if "--dry" in extra else ["-y"])
         for key, value in data.items():
             argv += ["--data", f"{key}={value}"]
-        env = {**os.environ, "RKE2_SERVERS": "two", "RKE2_AGENTS": "three", "RKE2_REGISTRY": ""}
+        guests = self.lab.guests
+        env = {**os.environ, "RKE2_SERVERS": f"two={guests['two'].address}",
+               "RKE2_AGENTS": f"three={guests['three'].address}", "RKE2_REGISTRY": ""}
         return subprocess.run([*argv, *extra, str(EXAMPLE), str(deploy)], env=env, cwd=REPO,
                               capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
 
