@@ -148,6 +148,11 @@ def test_boot_finishes_soon_after_ssh(guest: LabGuest) -> None:
     assert guest.host.run("systemd-analyze").rc == 0
 
 
+def test_sshd_never_locks_the_controller_out(guest: LabGuest) -> None:
+    """The controller is every guest's only SSH client: per-source penalties would refuse it for minutes."""
+    assert "persourcepenalties no" in guest.host.check_output("sshd -T").splitlines()
+
+
 def test_console_prints_the_boot_log(kvm_lab: RunningLab) -> None:
     result = kvm_lab.numalab("console", "two")
     assert result.returncode == 0, result.stderr

@@ -103,10 +103,13 @@ def untouched(guest: LabGuest) -> None:
 
 
 def test_dry_run_of_the_cluster_deploy_prints_the_plan_and_changes_nothing(rke2_lab: Rke2Lab) -> None:
-    result = rke2_lab.run(REPO / "deploys" / "cluster.py", "--dry")
+    result = rke2_lab.run(REPO / "deploys" / "cluster.py", "--dry", "--diff")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "Kubernetes distribution: rke2" in output
+    # the join token was made on the controller (0600) and appears in no plan or diff
+    token = (rke2_lab.state / "rke2-token").read_text().strip()
+    assert stat.S_IMODE((rke2_lab.state / "rke2-token").stat().st_mode) == 0o600 and token not in output
     for step in ("Upload rke2.linux-amd64.tar.gz", "Check the staged files", "Install RKE2", "rke2-server enabled",
                  "rke2-agent enabled", "Kubelet policy drop-in"):
         assert step in output, step
