@@ -24,6 +24,7 @@ from numalab.model.cluster import (
     cluster_from_groups,
 )
 from numalab.model.errors import ValidationError
+from numalab.model.rke2_install import Rke2Install, rke2_install_from_data
 from numalab.progress import say
 
 CLUSTER_GROUPS = ("registry", "rke2_servers", "rke2_agents")
@@ -124,3 +125,11 @@ def announce_distribution(host: Host) -> str:
     choice, why = chosen_distribution(host)
     _announce(choice, why)
     return choice
+
+
+def rke2_install(host: Host) -> Rke2Install:
+    """How RKE2 gets onto this host (rke2_install, rke2_version, ...), checked; errors name the host and key."""
+    try:
+        return rke2_install_from_data(host.data.dict(), where=host.name)
+    except ValidationError as exc:
+        raise DeployError(str(exc)) from None

@@ -11,7 +11,6 @@ from numalab.deploy import context, controller
 from numalab.deploy.facts import NumaNodes
 from numalab.model.errors import ValidationError
 from numalab.model.kubelet import KubeletPolicy, KubeletSettings, kubelet_configuration, kubelet_policy
-from numalab.model.rke2_install import rke2_install_from_data
 from numalab.model.topology import Topology
 from numalab.placement import kubelet_policies
 from numalab.sysfs import topology_from_nodes
@@ -49,10 +48,7 @@ def _same_shape(found: Topology, expected: Topology) -> bool:
 def kubelet_version() -> str:
     """upstream: what the binaries report; rke2: the Kubernetes release of the pinned rke2_version."""
     if context.chosen_distribution(host)[0] == "rke2":
-        try:
-            return rke2_install_from_data(host.data.dict(), where=host.name).kubelet_version
-        except ValidationError as exc:
-            raise DeployError(str(exc)) from None
+        return context.rke2_install(host).kubelet_version
     return controller.binaries(host).version
 
 

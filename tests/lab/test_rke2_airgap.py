@@ -14,7 +14,6 @@ The tests run in file order on the session's guests: `two` plays the server, `th
 from __future__ import annotations
 
 import functools
-import hashlib
 import http.server
 import json
 import os
@@ -32,6 +31,7 @@ import yaml
 from numalab.deploy.facts import _DUMP, NumaNodes
 from numalab.deploy.rke2.config import kubelet_args_text
 from numalab.deploy.rke2.install import verify_command
+from numalab.k8s.cache import file_digest
 from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.kubelet_state import MEMORY_MANAGER_STATE
 from numalab.sysfs import topology_from_nodes
@@ -166,7 +166,7 @@ def test_airgap_install_and_config_files(rke2_lab: Rke2Lab) -> None:
             assert host.run(f"systemctl is-active rke2-{role}").stdout.strip() == "inactive"
             assert host.run(f"systemctl is-enabled rke2-{role}").stdout.strip() == "disabled"
         images = host.file("/var/lib/rancher/rke2/agent/images/rke2-images.linux-amd64.tar.zst")
-        assert images.sha256sum == _sha256(rke2_lab.artifacts / "rke2-images.linux-amd64.tar.zst")
+        assert images.sha256sum == file_digest(rke2_lab.artifacts / "rke2-images.linux-amd64.tar.zst")
         assert not host.file("/var/lib/numa-lab/rke2-artifacts").exists  # staging removed after the install
         config_file = host.file("/etc/rancher/rke2/config.yaml")
         assert config_file.mode == 0o600
@@ -260,7 +260,3 @@ def _policy_from_sysfs(guest: LabGuest):  # noqa: ANN202 - a KubeletPolicy
     topology = topology_from_nodes(NumaNodes().process(dump), where=guest.name)
     settings = {**EXAMPLE_SETTINGS, "kubelet-version": VERSION.partition("+")[0]}
     return kubelet_policy(topology, KubeletSettings.from_dict(settings))
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

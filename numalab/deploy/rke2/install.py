@@ -20,17 +20,10 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
+from numalab.deploy import context
 from numalab.deploy.facts import TextFile
 from numalab.model import rke2_install as spec
-from numalab.model.errors import ValidationError
 from numalab.rke2.artifacts import ArtifactError, ArtifactSet, check_artifact_set
-
-
-def install_spec() -> spec.Rke2Install:
-    try:
-        return spec.rke2_install_from_data(host.data.dict(), where=host.name)
-    except ValidationError as exc:
-        raise DeployError(str(exc)) from None
 
 
 @functools.lru_cache(maxsize=4)
@@ -85,7 +78,7 @@ def install_commands(version: str, tarball: str, images: str | None) -> list[str
 @deploy("rke2_install")
 def rke2_install() -> None:
     """Install the pinned RKE2 release, or check that a preinstalled one is there."""
-    install = install_spec()
+    install = context.rke2_install(host)
     installed = host.get_fact(TextFile, path=spec.INSTALLED_MARKER).strip()
     if install.method == "preinstalled":
         if not host.get_fact(File, path=spec.BINARY):
