@@ -1,32 +1,52 @@
-"""Fake sysfs mounts holding `devices/system/node`, shaped like the kernel's, for tests of every layer."""
+"""Fake sysfs mounts holding `devices/system/{node,cpu}`, shaped like the kernel's, for tests of every layer.
+
+Real servers' shapes are written with the same function: SMT (threads_per_core, or cores given as
+cpulists like Intel's `0,28`), offline CPUs (still in their node's cpulist, absent from `cpu/online`),
+memory-only nodes (an empty cpulist), sparse node ids and nodes possible but offline.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from numa_align.cpulist import format_cpulist, parse_cpulist
 from numa_align.sysfs import node_dir
 
+GIB_KIB = 1024 * 1024
+
 
 def write_node_tree(
     sysfs: Path,
     cells: Mapping[int, str],
-    memory_kib: Mapping[int, int] | int = 2 * 1024 * 1024,
+    memory_kib: Mapping[int, int] | int = 2 * GIB_KIB,
     distances: Mapping[int, Sequence[int]] | None = None,
     hugepages: Mapping[int, Mapping[int, int]] | None = None,
+    *,
+    threads_per_core: int = 1,
+    cores: Sequence[str] | None = None,
+    offline_cpus: str = "",
+    offline_nodes: Collection[int] = (),
+    packages: Mapping[int, int] | None = None,
 ) -> Path:
-    """Write node/online and nodeN/{cpulist,meminfo,distance,hugepages} under `sysfs`/devices/system;
-    return `sysfs`, the mount point every `--sysfs-root` and NUMA_SYSFS_ROOT takes.
+    """Write node/{online,possible}, nodeN/{cpulist,meminfo,distance,hugepages}, cpu/online and each online
+    CPU's topology/{thread_siblings_list,physical_package_id} under `sysfs`/devices/system; return `sysfs`,
+    the mount point every `--sysfs-root` and NUMA_SYSFS_ROOT takes.
 
-    cells maps node id -> cpulist; distances default to 10 on the diagonal and 20 elsewhere;
-    hugepages maps node id -> {page size KiB: count}.
+    cells maps node id -> cpulist ("" for a memory-only node); distances default to 10 on the diagonal and
+    20 elsewhere; hugepages maps node id -> {page size KiB: count}. Cores are `cores` (cpulists) or runs of
+    `threads_per_core` consecutive ids, as QEMU numbers threads; offline CPUs keep their place in their
+    node's cpulist and vanish from cpu/online and from their siblings' lists, as the kernel does. A CPU's
+    package is its node's id unless `packages` maps node id -> package.
     """
     base = node_dir(sysfs)
     base.mkdir(parents=True, exist_ok=True)
     ids = sorted(cells)
     (base / "online").write_text(format_cpulist(ids) + "\n")
-    (base / "possible").write_text(format_cpulist(ids) + "\n")
+    (base / "possible").write_text(format_cpulist(set(ids) | set(offline_nodes)) + "\n")
+    all_cpus = {cpu: node for node in ids for cpu in parse_cpulist(cells[node])}
+    offline = parse_cpulist(offline_cpus)
+    online = set(all_cpus) - offline
     for node in ids:
         nd = base / f"node{node}"
         nd.mkdir(exist_ok=True)
@@ -45,4 +65,28 @@ def write_node_tree(
             hp.mkdir(parents=True, exist_ok=True)
             (hp / "nr_hugepages").write_text(f"{count}\n")
             (hp / "free_hugepages").write_text(f"{count}\n")
+    cpu_base = sysfs / "devices/system/cpu"
+    cpu_base.mkdir(parents=True, exist_ok=True)
+    (cpu_base / "online").write_text(format_cpulist(online) + "\n")
+    (cpu_base / "possible").write_text(format_cpulist(all_cpus) + "\n")
+    for core in _cores(sorted(all_cpus), threads_per_core, cores):
+        for cpu in core:
+            directory = cpu_base / f"cpu{cpu}"
+            directory.mkdir(exist_ok=True)
+            (directory / "online").write_text(f"{int(cpu in online)}\n")
+            if cpu not in online:
+                continue  # the kernel removes an offline CPU's topology directory
+            node = all_cpus[cpu]
+            topology = directory / "topology"
+            topology.mkdir(exist_ok=True)
+            (topology / "thread_siblings_list").write_text(format_cpulist(set(core) & online) + "\n")
+            (topology / "physical_package_id").write_text(f"{(packages or {}).get(node, node)}\n")
     return sysfs
+
+
+def _cores(cpus: list[int], threads: int, cores: Sequence[str] | None) -> list[frozenset[int]]:
+    if cores is not None:
+        given = [parse_cpulist(core) for core in cores]
+        assert sorted(c for core in given for c in core) == cpus, "cores must cover every CPU once"
+        return given
+    return [frozenset(cpus[i:i + threads]) for i in range(0, len(cpus), threads)]

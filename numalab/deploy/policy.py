@@ -4,23 +4,32 @@ Shared by the upstream node stage, the RKE2 config stage and verify, so all thre
 
 from __future__ import annotations
 
+from numa_align.sysfs import HostTopology, SysfsError, read_host
 from pyinfra import host
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy import context, controller
-from numalab.deploy.facts import NumaNodes
+from numalab.deploy.facts import NumaSysfs
 from numalab.model.errors import ValidationError
 from numalab.model.kubelet import KubeletPolicy, KubeletSettings, kubelet_configuration, kubelet_policy
 from numalab.model.topology import Topology
 from numalab.placement import kubelet_policies
-from numalab.sysfs import topology_from_nodes
+from numalab.sysfs import topology_from_host
+
+
+def host_sysfs() -> HostTopology:
+    """What numa-align's reader reads from this host's /sys; an unreadable file fails naming host and file."""
+    try:
+        return read_host(host.get_fact(NumaSysfs))
+    except SysfsError as exc:
+        raise DeployError(f"{context.node_name(host)}: {exc}") from None
 
 
 def node_topology() -> Topology:
     """The host's topology from sysfs; on a lab guest it must match the shape the lab declared."""
     name = context.node_name(host)
     try:
-        found = topology_from_nodes(host.get_fact(NumaNodes), where=f"{name}: /sys/devices/system/node")
+        found = topology_from_host(host_sysfs(), where=f"{name}: /sys/devices/system")
     except ValidationError as exc:
         raise DeployError(str(exc)) from None
     declared = host.data.get("numa")
@@ -39,8 +48,12 @@ def _shape(topology: Topology) -> str:
 
 
 def _same_shape(found: Topology, expected: Topology) -> bool:
-    """Same node ids and cpus; memory within 10 % (the guest's kernel keeps some of node 0 for itself)."""
-    if [(c.id, c.cpulist) for c in found.cells] != [(c.id, c.cpulist) for c in expected.cells]:
+    """Same node ids, online and offline cpus and cores; memory within 10 % (the guest's kernel keeps some
+    of node 0 for itself)."""
+    def cpus(topology: Topology) -> list:
+        return [(c.id, c.cpus, c.offline_cpus) for c in topology.cells]
+
+    if cpus(found) != cpus(expected) or found.core_list != expected.core_list:
         return False
     return all(abs(f.memory - e.memory) <= e.memory // 10 for f, e in zip(found.cells, expected.cells, strict=True))
 

@@ -17,8 +17,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import python
 
 from numalab.deploy import api, context
-from numalab.deploy.facts import NumaNodes
-from numalab.deploy.policy import expected_policies, node_policy
+from numalab.deploy.policy import expected_policies, host_sysfs, node_policy
 from numalab.placement import kubelet_policies, numa_align_allocatable
 from numalab.progress import say
 
@@ -79,7 +78,7 @@ def verify() -> None:
     """Check allocatable numa-align/numa-N and the kubelet's policies; print one line per node."""
     name = context.node_name(host)
     kubeconfig = context.state_dir(host) / "kubeconfig"
-    numa_nodes = [node.id for node in host.get_fact(NumaNodes)]
+    numa_nodes = [node.id for node in host_sysfs().cpu_nodes]
     expected = expected_policies(node_policy())
     try:
         seen = observe(kubeconfig, name)

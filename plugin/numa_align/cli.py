@@ -75,11 +75,11 @@ def _discover(parsed: argparse.Namespace) -> int:
 
     try:
         settings = read_settings(os.environ, _flags(parsed), serving=False)
-        nodes = discover(settings)
+        host = discover(settings)
     except SettingsError as exc:
         print(f"numa-align: {exc}", file=sys.stderr)
         return 2
-    json.dump(describe(nodes, settings), sys.stdout, indent=2)
+    json.dump(describe(host, settings), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 
@@ -90,21 +90,23 @@ def _serve(parsed: argparse.Namespace) -> int:
 
     try:
         settings = read_settings(os.environ, _flags(parsed), serving=True)
-        nodes = discover(settings)
+        host = discover(settings)
     except SettingsError as exc:
         print(f"numa-align: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    plugin = Plugin(settings, nodes)
+    plugin = Plugin(settings, host)
 
     def on_signal(signum: int, _frame: object) -> None:
         plugin.stop(f"received {signal.Signals(signum).name}")
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    memory_only = ",".join(str(n.id) for n in host.memory_only_nodes) or "none"
     log.info(
-        "numa-align %s: %d NUMA nodes (%s), capacity %s, sockets in %s",
-        __version__, len(nodes), ",".join(str(n.id) for n in nodes), settings.capacity, settings.socket_dir,
+        "numa-align %s: %d NUMA nodes with CPUs (%s), memory-only nodes: %s, capacity %s, sockets in %s",
+        __version__, len(host.cpu_nodes), ",".join(str(n.id) for n in host.cpu_nodes), memory_only,
+        settings.capacity, settings.socket_dir,
     )
     try:
         plugin.run()

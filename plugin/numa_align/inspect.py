@@ -35,7 +35,7 @@ from numa_align.kubelet_sources import (
     read_checkpoint,
     read_optional_checkpoint,
 )
-from numa_align.sysfs import SysfsError, read_nodes
+from numa_align.sysfs import SysfsError, read_sysfs
 
 NUMA_ALIGN_PREFIX = "numa-align/"
 MEMORY_NOT_MANAGED = "not managed by this kubelet"
@@ -154,6 +154,7 @@ def build_report(
         pods.append({"namespace": pod.namespace, "name": pod.name, "uid": uid, "containers": rows})
     return {
         "numa_nodes": {str(n): format_cpulist(cpus) for n, cpus in sorted(node_cpus.items())},
+        "memory_only_nodes": sorted(n for n, cpus in node_cpus.items() if not cpus),
         "cpu_manager": {"policy": cpu_state.get("policyName"), "shared_cpus": shared_cpus},
         "memory_manager": {
             "policy": None if memory_state is None else memory_state.get("policyName"),
@@ -196,6 +197,9 @@ def format_table(report: Mapping[str, Any]) -> str:
     allocatable = report["allocatable"]
     served = allocatable.get("served", True)
     for node, cpus in report["numa_nodes"].items():
+        if not cpus:
+            lines.append(f"numa {node}: memory-only (no online CPU, so no numa-align device)")
+            continue
         if not served:
             lines.append(f"numa {node}: cpus {cpus}")
             continue
@@ -243,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def inspect_node(args: argparse.Namespace) -> dict[str, Any]:
     try:
-        node_cpus = {node.id: node.cpus for node in read_nodes(args.sysfs_root)}
+        node_cpus = {node.id: node.cpus for node in read_sysfs(args.sysfs_root).nodes}
     except SysfsError as exc:
         raise InspectError(str(exc)) from None
     cpu_state = read_checkpoint(args.state_dir / CPU_STATE)

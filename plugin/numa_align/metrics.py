@@ -21,6 +21,9 @@ class Metrics:
         r = self.registry
         self.node_cpus = Gauge("numa_node_cpus_count", "CPUs of the NUMA node", ["node"], registry=r)
         self.node_memory = Gauge("numa_node_memory_bytes", "MemTotal of the NUMA node", ["node"], registry=r)
+        self.node_memory_only = Gauge(
+            "numa_node_memory_only", "1 for a node without online CPUs (never advertised)", ["node"], registry=r
+        )
         self.devices = Gauge("numa_align_devices", "Devices advertised", ["resource", "health"], registry=r)
         self.registered = Gauge(
             "numa_align_registered", "1 while the resource is registered with the kubelet", ["resource"], registry=r
@@ -36,9 +39,10 @@ class Metrics:
         )
         self._server: ThreadingHTTPServer | None = None
 
-    def set_node(self, node: int, cpus: int, memory: int) -> None:
+    def set_node(self, node: int, cpus: int, memory: int, memory_only: bool = False) -> None:
         self.node_cpus.labels(node=str(node)).set(cpus)
         self.node_memory.labels(node=str(node)).set(memory)
+        self.node_memory_only.labels(node=str(node)).set(1 if memory_only else 0)
 
     def set_devices(self, resource: str, count: int, healthy: bool) -> None:
         self.devices.labels(resource=resource, health=HEALTHY).set(count if healthy else 0)

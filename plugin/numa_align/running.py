@@ -14,17 +14,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from numa_align.devices import device_count
+from numa_align.discovery import advertised
 from numa_align.metrics import Metrics
 from numa_align.registration import KUBELET_SOCKET, RegistrationError, register
 from numa_align.servicer import NodeDevicePlugin
 from numa_align.serving import BindError, Endpoint, file_identity
 from numa_align.settings import Settings
-from numa_align.sysfs import NodeInfo, SysfsError, read_nodes
+from numa_align.sysfs import HostTopology, NodeInfo, SysfsError, read_sysfs
 from numa_align.watching import DirectoryWatch
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class Backoff:
 class Plugin:
     """Serves `numa-align/numa-N` for every NUMA node until `stop()`; see `run()`."""
 
-    def __init__(self, settings: Settings, nodes: Iterable[NodeInfo], metrics: Metrics | None = None) -> None:
+    def __init__(self, settings: Settings, host: HostTopology, metrics: Metrics | None = None) -> None:
         if settings.socket_dir is None:
             raise ValueError("Settings.socket_dir is required to serve")
         self.settings = settings
@@ -80,7 +80,7 @@ class Plugin:
         self.ready = threading.Event()
         """Set once every node's server accepts connections (registration may still be waiting)."""
         self.metrics_address: tuple[str, int] | None = None
-        self._initial = list(nodes)
+        self._initial = host
         self._stopping = threading.Event()
         self._watch: DirectoryWatch | None = None
         self._endpoints: dict[int, Endpoint] = {}
@@ -224,18 +224,20 @@ class Plugin:
 
     def _rescan(self) -> None:
         try:
-            nodes = read_nodes(self.settings.sysfs_root)
+            host = read_sysfs(self.settings.sysfs_root)
         except SysfsError as exc:
             log.warning("sysfs rescan failed, keeping the last topology: %s", exc)
             return
-        self._apply(nodes)
+        self._apply(host)
 
-    def _apply(self, nodes: Iterable[NodeInfo], retry_binds: bool = True) -> None:
-        """Advertise the online nodes healthy, the vanished ones unhealthy; serve nodes seen first now."""
-        online = {node.id: node for node in nodes}
+    def _apply(self, host: HostTopology, retry_binds: bool = True) -> None:
+        """Advertise the online nodes that have online CPUs healthy; those gone offline or left without CPUs
+        unhealthy; serve nodes seen first now. Memory-only nodes show in the metrics, never as devices."""
+        for node in host.nodes:
+            self.metrics.set_node(node.id, len(node.cpus), node.memory, memory_only=not advertised(node))
+        online = {node.id: node for node in host.nodes if advertised(node)}
         for node_id, node in sorted(online.items()):
             self._last_seen[node_id] = node
-            self.metrics.set_node(node_id, len(node.cpus), node.memory)
             count = device_count(node.cpus, self.settings.capacity, self.settings.reserved_cpus)
             if node_id not in self._endpoints:
                 servicer = NodeDevicePlugin(node_id, self.metrics)
@@ -249,7 +251,7 @@ class Plugin:
             if node_id not in online:
                 servicer = endpoint.servicer
                 if servicer.set_devices(len(servicer.devices), healthy=False):
-                    log.warning("NUMA node %d is no longer online", node_id)
+                    log.warning("NUMA node %d is no longer online or has no online CPU", node_id)
 
     def _shutdown(self) -> None:
         for endpoint in self._endpoints.values():

@@ -1,21 +1,33 @@
-"""Read NUMA nodes from sysfs: `<sysfs>/devices/system/node`.
+"""Read a host's NUMA shape from sysfs: the one reader of numa-align, `numalab kubelet-args` and the deploy.
 
-Every reader takes where sysfs is mounted (/sys on a host, /host/sys in the DaemonSet, a fake tree in
-tests): the one meaning of NUMA_SYSFS_ROOT and of every `--sysfs-root` flag, the plugin's and numalab's.
+It reads `<sysfs>/devices/system`: `node/online` (and `possible`), `cpu/online`, each online node's
+`cpulist`, `meminfo`, `distance` and `hugepages/`, and each online CPU's `topology/thread_siblings_list` and
+`physical_package_id`. Real servers are not uniform: a node's `cpulist` still lists CPUs that are offline
+(`nosmt`, hot-unplug), nodes may have no CPUs (CXL, HBM, GPU memory), ids are sparse (up to 1023), and
+cores carry 2 or 4 threads. The files come from a mounted tree (`SysfsTree`: /sys on a host, /host/sys in
+the DaemonSet, a fake tree in tests) or from a dump a remote host printed (`SysfsDump`, the deploy's fact);
+both go through `read_host`, so the plugin, the CLI and the deploy cannot disagree. A file that cannot be
+read or parsed is a SysfsError naming the file.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from numa_align.cpulist import parse_cpulist
+from numa_align.cpulist import format_cpulist, parse_cpulist
 
-NODE_DIR = "devices/system/node"
+SYSTEM_DIR = "devices/system"
+"""What the reader reads, relative to the sysfs mount."""
+NODE_DIR = f"{SYSTEM_DIR}/node"
 """Where the kernel lists NUMA nodes, relative to the sysfs mount."""
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB", re.MULTILINE)
 _HUGEPAGE_DIR = re.compile(r"^hugepages-(\d+)kB$")
+DUMP_HEADER = "==> "
+DUMP_FAILED = "==! "
 
 
 class SysfsError(RuntimeError):
@@ -24,24 +36,196 @@ class SysfsError(RuntimeError):
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """One NUMA node as the kernel reports it; memory in bytes, hugepages as {page size in KiB: count}."""
+    """One online NUMA node. cpus: its online CPUs; offline_cpus: CPUs its cpulist lists that are offline;
+    memory in bytes; hugepages as {page size in KiB: count}; distances to every online node in id order."""
 
     id: int
     cpus: frozenset[int]
     memory: int
     distances: tuple[int, ...] = ()
     hugepages: dict[int, int] = field(default_factory=dict)
+    offline_cpus: frozenset[int] = frozenset()
+
+    @property
+    def memory_only(self) -> bool:
+        """No online CPU: a CXL expander, HBM in flat mode, GPU memory, or a node whose CPUs are all offline."""
+        return not self.cpus
 
     def as_dict(self) -> dict:
-        from numa_align.cpulist import format_cpulist
-
         return {
             "id": self.id,
             "cpus": format_cpulist(self.cpus),
+            "offline_cpus": format_cpulist(self.offline_cpus),
+            "memory_only": self.memory_only,
             "memory": self.memory,
             "distances": list(self.distances),
             "hugepages": {f"{size}kB": count for size, count in sorted(self.hugepages.items())},
         }
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """One online CPU: its core is the set of its online thread siblings (itself included)."""
+
+    id: int
+    node: int
+    core: frozenset[int]
+    package: int
+
+
+@dataclass(frozen=True)
+class HostTopology:
+    """What sysfs says of a host: its online nodes in id order, its online CPUs, the nodes possible but offline."""
+
+    nodes: tuple[NodeInfo, ...]
+    cpus: Mapping[int, CpuInfo]
+    offline_nodes: frozenset[int] = frozenset()
+
+    @property
+    def cpu_nodes(self) -> tuple[NodeInfo, ...]:
+        """Nodes with at least one online CPU: the only ones a pod can get CPUs and memory from together."""
+        return tuple(node for node in self.nodes if node.cpus)
+
+    @property
+    def memory_only_nodes(self) -> tuple[NodeInfo, ...]:
+        return tuple(node for node in self.nodes if not node.cpus)
+
+    @property
+    def offline_cpus(self) -> frozenset[int]:
+        return frozenset().union(*(node.offline_cpus for node in self.nodes))
+
+    @property
+    def threads_per_core(self) -> int:
+        """The most threads any core has online (1 without SMT or with `nosmt`)."""
+        return max((len(cpu.core) for cpu in self.cpus.values()), default=1)
+
+
+class Source(Protocol):
+    """Files under `devices/system`, by path relative to it."""
+
+    def read(self, path: str) -> str | None:
+        """The file's text; None when it does not exist; SysfsError when it exists but cannot be read."""
+
+    def children(self, path: str) -> list[str]:
+        """Names in a directory; [] when it does not exist."""
+
+    def name(self, path: str) -> str:
+        """How an error names the file."""
+
+
+class SysfsTree:
+    """A mounted sysfs (/sys, /host/sys, a fake tree)."""
+
+    def __init__(self, sysfs: str | Path = "/sys") -> None:
+        self.base = Path(sysfs) / SYSTEM_DIR
+
+    def read(self, path: str) -> str | None:
+        target = self.base / path
+        try:
+            return target.read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SysfsError(f"cannot read {target}: {exc.strerror}") from None
+
+    def children(self, path: str) -> list[str]:
+        try:
+            return sorted(entry.name for entry in (self.base / path).iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def name(self, path: str) -> str:
+        return str(self.base / path)
+
+
+DUMP_COMMAND = (
+    "cd /sys/devices/system && for f in node/online node/possible cpu/online node/node[0-9]*/cpulist "
+    "node/node[0-9]*/meminfo node/node[0-9]*/distance node/node[0-9]*/hugepages/hugepages-*/nr_hugepages "
+    "cpu/cpu[0-9]*/topology/thread_siblings_list cpu/cpu[0-9]*/topology/physical_package_id; do "
+    '[ -e "$f" ] || continue; '
+    f'if c=$(cat "$f" 2>&1); then echo "{DUMP_HEADER}$f"; else echo "{DUMP_FAILED}$f"; fi; '
+    'printf "%s\\n" "$c"; done'
+)
+"""A shell line that prints every file `read_host` reads, each after a `==> path` line (`==! path` when
+cat failed, followed by its error): what the deploy's fact runs on a remote host."""
+
+
+class SysfsDump:
+    """The files DUMP_COMMAND printed on a host; `where` names them in errors (e.g. 'worker-1:/sys')."""
+
+    def __init__(self, lines: Iterable[str], where: str = "/sys") -> None:
+        self.where = where
+        blocks: dict[str, list[str]] = {}
+        failed: set[str] = set()
+        current: list[str] | None = None
+        for line in lines:
+            if line.startswith((DUMP_HEADER, DUMP_FAILED)):
+                path = line[len(DUMP_HEADER):].strip()
+                current = blocks[path] = []
+                if line.startswith(DUMP_FAILED):
+                    failed.add(path)
+            elif current is not None:
+                current.append(line)
+        self.files = {path: "\n".join(text) + "\n" for path, text in blocks.items() if path not in failed}
+        self.failed = {path: " ".join(blocks[path]).strip() for path in failed}
+
+    def read(self, path: str) -> str | None:
+        if path in self.failed:
+            raise SysfsError(f"cannot read {self.name(path)}: {self.failed[path]}")
+        return self.files.get(path)
+
+    def children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted({p[len(prefix):].split("/")[0] for p in self.files if p.startswith(prefix)})
+
+    def name(self, path: str) -> str:
+        return f"{self.where}/{SYSTEM_DIR}/{path}"
+
+
+def read_host(source: Source) -> HostTopology:
+    """Every online node and online CPU of `source`; SysfsError naming the file on anything unreadable."""
+    online = _cpulist(source, "node/online")
+    possible = _cpulist(source, "node/possible", required=False)
+    cpu_online = _cpulist(source, "cpu/online")
+    nodes: list[NodeInfo] = []
+    cpus: dict[int, CpuInfo] = {}
+    owner: dict[int, int] = {}
+    for node_id in sorted(online):
+        listed = _cpulist(source, f"node/node{node_id}/cpulist")
+        for cpu in sorted(listed):
+            if cpu in owner:
+                raise SysfsError(
+                    f"{source.name(f'node/node{node_id}/cpulist')}: cpu {cpu} is also in node {owner[cpu]}")
+            owner[cpu] = node_id
+        nodes.append(NodeInfo(
+            id=node_id,
+            cpus=listed & cpu_online,
+            memory=_memtotal(source, node_id),
+            distances=_distances(source, node_id, len(online)),
+            hugepages=_hugepages(source, node_id),
+            offline_cpus=listed - cpu_online,
+        ))
+    for cpu in sorted(cpu_online & owner.keys()):
+        base = f"cpu/cpu{cpu}/topology"
+        siblings = _cpulist(source, f"{base}/thread_siblings_list") & cpu_online
+        if cpu not in siblings:
+            raise SysfsError(f"{source.name(f'{base}/thread_siblings_list')} does not list cpu {cpu} itself")
+        cpus[cpu] = CpuInfo(cpu, owner[cpu], siblings, _integer(source, f"{base}/physical_package_id"))
+    stray = cpu_online - owner.keys()
+    if stray:
+        raise SysfsError(f"{source.name('cpu/online')}: cpu(s) {format_cpulist(stray)} are online but in no "
+                         f"online node's cpulist (nodes: {format_cpulist(online)})")
+    return HostTopology(tuple(nodes), dict(sorted(cpus.items())), frozenset(possible - online))
+
+
+def read_sysfs(sysfs: str | Path = "/sys") -> HostTopology:
+    """read_host of the sysfs mounted at `sysfs` (the mount point, as NUMA_SYSFS_ROOT and --sysfs-root)."""
+    return read_host(SysfsTree(sysfs))
+
+
+def read_nodes(sysfs: str | Path = "/sys") -> list[NodeInfo]:
+    """Every online node of the sysfs mounted at `sysfs`, sorted by id."""
+    return list(read_sysfs(sysfs).nodes)
 
 
 def node_dir(sysfs: str | Path = "/sys") -> Path:
@@ -49,53 +233,56 @@ def node_dir(sysfs: str | Path = "/sys") -> Path:
     return Path(sysfs) / NODE_DIR
 
 
-def online_nodes(sysfs: str | Path = "/sys") -> frozenset[int]:
-    """Ids in `node/online`."""
-    return _online(node_dir(sysfs))
+def _text(source: Source, path: str, required: bool = True) -> str | None:
+    text = source.read(path)
+    if text is None and required:
+        raise SysfsError(f"{source.name(path)} does not exist")
+    return text
 
 
-def read_node(node_id: int, sysfs: str | Path = "/sys") -> NodeInfo:
-    return _read_node(node_dir(sysfs), node_id)
-
-
-def read_nodes(sysfs: str | Path = "/sys") -> list[NodeInfo]:
-    """Every online node of the sysfs mounted at `sysfs`, sorted by id."""
-    base = node_dir(sysfs)
-    return [_read_node(base, node_id) for node_id in sorted(_online(base))]
-
-
-def _online(base: Path) -> frozenset[int]:
-    path = base / "online"
+def _cpulist(source: Source, path: str, required: bool = True) -> frozenset[int]:
+    text = _text(source, path, required)
+    if text is None:
+        return frozenset()
     try:
-        return parse_cpulist(_read(path))
+        return parse_cpulist(text)
     except ValueError as exc:
-        raise SysfsError(f"{path}: {exc}") from None
+        raise SysfsError(f"{source.name(path)}: {exc}") from None
 
 
-def _read_node(node_base: Path, node_id: int) -> NodeInfo:
-    base = node_base / f"node{node_id}"
-    try:
-        cpus = parse_cpulist(_read(base / "cpulist"))
-    except ValueError as exc:
-        raise SysfsError(f"{base / 'cpulist'}: {exc}") from None
-    meminfo = _read(base / "meminfo")
-    match = _MEMTOTAL.search(meminfo)
+def _integer(source: Source, path: str) -> int:
+    text = (_text(source, path) or "").strip()
+    if not text.lstrip("-").isdigit():
+        raise SysfsError(f"{source.name(path)}: expected a whole number, got {text!r}")
+    return int(text)
+
+
+def _memtotal(source: Source, node_id: int) -> int:
+    path = f"node/node{node_id}/meminfo"
+    match = _MEMTOTAL.search(_text(source, path) or "")
     if not match:
-        raise SysfsError(f"{base / 'meminfo'} has no 'Node {node_id} MemTotal:' line")
-    distance_path = base / "distance"
-    distances = tuple(int(x) for x in _read(distance_path).split()) if distance_path.exists() else ()
-    hugepages: dict[int, int] = {}
-    hp_root = base / "hugepages"
-    if hp_root.is_dir():
-        for entry in sorted(hp_root.iterdir()):
-            size = _HUGEPAGE_DIR.match(entry.name)
-            if size and (entry / "nr_hugepages").exists():
-                hugepages[int(size.group(1))] = int(_read(entry / "nr_hugepages").strip() or 0)
-    return NodeInfo(node_id, cpus, int(match.group(1)) * 1024, distances, hugepages)
+        raise SysfsError(f"{source.name(path)} has no 'Node {node_id} MemTotal:' line")
+    return int(match.group(1)) * 1024
 
 
-def _read(path: Path) -> str:
+def _distances(source: Source, node_id: int, count: int) -> tuple[int, ...]:
+    path = f"node/node{node_id}/distance"
+    text = _text(source, path) or ""
     try:
-        return path.read_text()
-    except OSError as exc:
-        raise SysfsError(f"cannot read {path}: {exc.strerror}") from None
+        row = tuple(int(word) for word in text.split())
+    except ValueError:
+        raise SysfsError(f"{source.name(path)}: expected whole numbers, got {text.strip()!r}") from None
+    if len(row) != count:
+        raise SysfsError(f"{source.name(path)}: {len(row)} distances for {count} online nodes")
+    return row
+
+
+def _hugepages(source: Source, node_id: int) -> dict[int, int]:
+    pages: dict[int, int] = {}
+    base = f"node/node{node_id}/hugepages"
+    for name in source.children(base):
+        size = _HUGEPAGE_DIR.match(name)
+        path = f"{base}/{name}/nr_hugepages"
+        if size and source.read(path) is not None:
+            pages[int(size.group(1))] = _integer(source, path)
+    return pages

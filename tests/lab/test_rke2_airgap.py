@@ -27,14 +27,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from numa_align.sysfs import DUMP_COMMAND, SysfsDump, read_host
 
-from numalab.deploy.facts import _DUMP, NumaNodes
 from numalab.deploy.rke2.config import kubelet_args_text
 from numalab.deploy.rke2.install import verify_command
 from numalab.k8s.cache import file_digest
 from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.kubelet_state import MEMORY_MANAGER_STATE
-from numalab.sysfs import topology_from_nodes
+from numalab.sysfs import topology_from_host
 from tests.lab.conftest import BIN, LabGuest, RunningLab
 from tests.rke2.fabricated import FABRICATED_NOTE, make_artifact_set, tamper
 
@@ -256,7 +256,7 @@ def test_online_install_checks_the_download_on_the_node(rke2_lab: Rke2Lab, tmp_p
 
 
 def _policy_from_sysfs(guest: LabGuest):  # noqa: ANN202 - a KubeletPolicy
-    dump = guest.host.run(_DUMP).stdout.splitlines()
-    topology = topology_from_nodes(NumaNodes().process(dump), where=guest.name)
+    dump = guest.host.run(DUMP_COMMAND).stdout.splitlines()
+    topology = topology_from_host(read_host(SysfsDump(dump)), where=guest.name)
     settings = {**EXAMPLE_SETTINGS, "kubelet-version": VERSION.partition("+")[0]}
     return kubelet_policy(topology, KubeletSettings.from_dict(settings))

@@ -50,8 +50,16 @@ def test_hugepages_per_cell():
     ("data", "field", "words"),
     [
         (cells((0, "0-3", "1Gi"), (1, "3-5", "1Gi")), "numa.cells[1].cpus", "cpu 3 of cell 1 is also in cell 0"),
-        (cells((0, "", "1Gi")), "numa.cells[0].cpus", "empty cell"),
-        (cells((0, "0-1", "0")), "numa.cells[0].memory", "memory > 0"),
+        (cells((0, "", "1Gi")), "numa.cells", "no cell has an online cpu"),
+        (cells((0, "0", "1Gi"), (1, "", "0")), "numa.cells[1]", "neither cpus nor memory"),
+        (cells((0, "0", "1Gi"), (1024, "1", "1Gi")), "numa.cells[1].id", "from 0 to 1023"),
+        ({"cells": [{"id": 0, "cpus": "0-1", "offline_cpus": "2", "memory": "1Gi"}]}, "numa.cells[0].offline_cpus",
+         "not in cell 0's cpus"),
+        ({**cells((0, "0-3", "1Gi")), "threads_per_core": 0}, "numa.threads_per_core", "1 to 8"),
+        ({**cells((0, "0-2", "1Gi"), (1, "3", "1Gi")), "threads_per_core": 2}, "numa.cores", "spans cells"),
+        ({**cells((0, "0-3", "1Gi")), "cores": ["0,1", "1,2"]}, "numa.cores[1]", "cpu 1 is in two cores"),
+        ({**cells((0, "0-3", "1Gi")), "cores": ["0,1"]}, "numa.cores", "2-3 are in no core"),
+        ({**cells((0, "0-3", "1Gi")), "cores": ["0,1"], "threads_per_core": 2}, "numa", "not both"),
         (cells((0, "0-1", "-1Gi")), "numa.cells[0].memory", "negative"),
         (cells((0, "0-1", "1Gi"), (0, "2-3", "1Gi")), "numa.cells[1].id", "used twice"),
         (cells((0, "3-1", "1Gi")), "numa.cells[0].cpus", "backwards"),
@@ -116,10 +124,42 @@ def test_from_sysfs_non_contiguous(tmp_path):
 
 def test_from_sysfs_rejects_overlap_naming_the_tree(tmp_path):
     write_node_tree(tmp_path, {0: "0-1", 1: "1-2"})
-    with pytest.raises(ValidationError, match=r"cells\[1\]\.cpus: cpu 1"):
+    with pytest.raises(ValidationError, match=r"node/node1/cpulist: cpu 1 is also in node 0"):
         topology_from_sysfs(tmp_path)
 
 
 def test_from_this_machines_sysfs():
     topo = topology_from_sysfs("/sys")
     assert len(topo.cells) >= 1 and topo.memory > 0 and topo.cpus
+
+
+def test_memory_only_cells_offline_cpus_and_cores_round_trip():
+    data = {
+        "threads_per_core": 2,
+        "cells": [
+            {"id": 0, "cpus": "0-7", "offline_cpus": "3", "memory": "4Gi", "hugepages": {"2Mi": 64}},
+            {"id": 1, "cpus": "8-15", "memory": "4Gi"},
+            {"id": 250, "memory": "16Gi"},
+        ],
+    }
+    topo = Topology.from_dict(data)
+    assert topo.cell(0).cpus == frozenset({0, 1, 2, 4, 5, 6, 7}) and topo.cell(0).offline_cpus == {3}
+    assert topo.offline_cpus == {3} and 3 not in topo.cpus
+    assert topo.core_of(2) == {2} and topo.core_of(6) == {6, 7} and topo.threads_per_core == 2
+    assert [c.id for c in topo.cpu_cells] == [0, 1] and [c.id for c in topo.memory_only_cells] == [250]
+    assert topo.cell(250).memory_only and not topo.cell(0).memory_only
+    assert topo.to_dict()["threads_per_core"] == 2
+    assert Topology.from_dict(topo.to_dict()) == topo
+
+
+def test_cores_from_sysfs_that_are_not_consecutive_round_trip_as_cores():
+    topo = Topology.from_dict({**cells((0, "0-3", "1Gi")), "cores": ["0,2", "1,3"], "packages": {0: "0-3"}})
+    assert topo.core_of(0) == {0, 2} and topo.packages == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert topo.to_dict()["cores"] == ["0,2", "1,3"]
+    assert Topology.from_dict(topo.to_dict()) == topo
+
+
+def test_without_smt_every_cpu_is_its_own_core():
+    topo = Topology.from_dict(cells((0, "0-1", "1Gi")))
+    assert topo.cores is None and topo.core_of(1) == {1} and topo.threads_per_core == 1
+    assert topo.core_list == (frozenset({0}), frozenset({1}))

@@ -185,15 +185,14 @@ def test_a_socket_removed_between_its_bind_and_the_plugins_look_is_rebuilt(
 
 def test_an_offline_node_is_resent_unhealthy_and_recovers(make_sysfs, kubelet, base_settings):
     sysfs = make_sysfs(TWO_NODES)
-    online = sysfs / "devices/system/node/online"
     with running_plugin(base_settings, sysfs_root=sysfs, rescan_interval=0.05):
         assert kubelet.wait_connected(resources(TWO_NODES))
         client = kubelet.client("numa-align/numa-2")
-        online.write_text("0\n")
+        make_sysfs({0: "0-1"})  # node 2 offline: node/online, cpu/online and the distance rows change
         assert client.wait_for(lambda c: all(d.health == "Unhealthy" for d in c.devices))
         assert [d.ID for d in client.devices] == ["numa-2-0", "numa-2-1", "numa-2-2"]
         assert all(d.health == "Healthy" for d in kubelet.client("numa-align/numa-0").devices)
-        online.write_text("0,2\n")
+        make_sysfs(TWO_NODES)
         assert client.wait_for(lambda c: all(d.health == "Healthy" for d in c.devices))
         # one list at start, one when offline, one when back: nothing is resent without a change
         assert len(client.updates) == 3
@@ -205,8 +204,28 @@ def test_cpu_count_change_is_resent_with_capacity_cpus(make_sysfs, kubelet, base
         assert kubelet.wait_connected(resources(TWO_NODES))
         client = kubelet.client("numa-align/numa-0")
         assert len(client.devices) == 2
-        (sysfs / "devices/system/node/node0/cpulist").write_text("0-1,8-9\n")
+        make_sysfs({0: "0-1,8-9", 2: "2-3"})  # CPUs 8-9 hot-added to node 0 and online
         assert client.wait_for(lambda c: len(c.devices) == 4)
+
+
+def test_memory_only_nodes_are_never_advertised(make_sysfs, kubelet, base_settings):
+    cells = {0: "0-1", 1: "2-3", 250: "", 251: ""}
+    with running_plugin(base_settings, sysfs_root=make_sysfs(cells), capacity="cpus") as plugin:
+        assert kubelet.wait_connected(resources({0: "", 1: ""}))
+        assert sorted(plugin.endpoints) == [0, 1]
+        assert not (base_settings.socket_dir / "numa-250.sock").exists()
+        assert plugin.metrics.node_memory_only.labels(node="250")._value.get() == 1
+        assert plugin.metrics.node_memory_only.labels(node="0")._value.get() == 0
+
+
+def test_a_node_whose_cpus_all_go_offline_turns_unhealthy(make_sysfs, kubelet, base_settings):
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES), rescan_interval=0.05):
+        assert kubelet.wait_connected(resources(TWO_NODES))
+        client = kubelet.client("numa-align/numa-2")
+        make_sysfs(TWO_NODES, offline_cpus="2-3")
+        assert client.wait_for(lambda c: c.devices and all(d.health == "Unhealthy" for d in c.devices))
+        make_sysfs(TWO_NODES)
+        assert client.wait_for(lambda c: all(d.health == "Healthy" for d in c.devices))
 
 
 def test_stop_ends_streams_cleanly_and_removes_only_own_sockets(make_sysfs, kubelet, base_settings):
