@@ -32,6 +32,7 @@ from numalab.model.kubelet_settings import (
     TOPOLOGY_SCOPES,
     KubeletSettings,
 )
+from numalab.model.kubelet_shape import check_cgroup, check_cpu_options_shape
 from numalab.model.kubelet_versions import KubeletVersion, check_known, first_version, gates_for, removed_flags, stage
 from numalab.model.quantity import format_bytes
 from numalab.model.topology import Topology
@@ -100,15 +101,21 @@ class KubeletPolicy:
 
 
 def kubelet_policy(
-    topology: Topology, settings: KubeletSettings | None = None, *, allow_newer: bool = False
+    topology: Topology,
+    settings: KubeletSettings | None = None,
+    *,
+    allow_newer: bool = False,
+    cgroup_version: int | None = None,
 ) -> KubeletPolicy:
-    """Check settings against the topology and the kubelet version, or raise ValidationError.
+    """Check settings against the topology, the kubelet version and the host, or raise ValidationError.
 
-    allow_newer applies the newest known version's rules to a kubelet newer than numa-lab knows.
+    allow_newer applies the newest known version's rules to a kubelet newer than numa-lab knows;
+    cgroup_version (1 or 2, None when unknown) is the host's, which kubelets from 1.35 require to be 2.
     """
     s = settings or KubeletSettings()
     version = s.kubelet_version
     check_known(version, allow_newer)
+    check_cgroup(version, cgroup_version)
     _check_choice(s.cpu_manager_policy, CPU_POLICIES, "settings.cpu-manager-policy")
     _check_choice(s.memory_manager_policy, MEMORY_POLICIES, "settings.memory-manager-policy")
     _check_choice(s.topology_manager_policy, TOPOLOGY_POLICIES, "settings.topology-manager-policy")
@@ -124,6 +131,7 @@ def kubelet_policy(
     if s.cpu_manager_policy_options and s.cpu_manager_policy != "static":
         raise ValidationError("settings.cpu-manager-policy-options", "policy options need cpu-manager-policy static")
     _check_options(s.cpu_manager_policy_options, CPU_POLICY_OPTIONS, "cpu-manager-policy-options", need)
+    check_cpu_options_shape(topology, s)
     cpus = reserved_cpus(topology, s, kube.get("cpu", 0) + system.get("cpu", 0))
 
     memory_policy: str | None = s.memory_manager_policy

@@ -26,7 +26,10 @@ def reservation(raw: Mapping[str, str], where: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for kind, value in raw.items():
         if kind not in RESERVABLE:
-            raise ValidationError(f"{where}.{kind}", f"cannot reserve {kind!r} (known: {', '.join(RESERVABLE)})")
+            why = " (hugepages are set aside per NUMA node by the kernel, not by the kubelet)" if kind.startswith(
+                "hugepages-") else ""
+            raise ValidationError(f"{where}.{kind}", f"the kubelet cannot reserve {kind!r}{why}; it reserves only "
+                                  f"{', '.join(RESERVABLE)}")
         if kind == "cpu":
             out[kind] = parse_cpu_millis(value, f"{where}.cpu")
         elif kind == "pid":
@@ -87,13 +90,20 @@ def whole_cpus(millis: int) -> int:
 
 
 def reserved_cpus(topology: Topology, s: KubeletSettings, reserved_millis: int) -> list[int]:
-    """reserved-cpus as given, checked against the node; else whole CPUs taken from the lowest cells first."""
+    """reserved-cpus as given, checked against the node; else whole cores of online CPUs, from the lowest cell
+    that has CPUs up. Whole cores, because a pinned pod must not share a core with system daemons, and
+    under full-pcpus-only a lone reserved thread loses its sibling to both."""
     where = "settings.reserved-cpus"
     if s.reserved_cpus is not None:
         try:
             cpus = parse_cpulist(s.reserved_cpus)
         except CpulistError as exc:
             raise ValidationError(where, str(exc)) from None
+        offline = cpus & topology.offline_cpus
+        if offline:
+            online = format_cpulist(topology.cpus)
+            raise ValidationError(where, f"cpu(s) {format_cpulist(offline)} are offline; the kubelet refuses "
+                                  f"reserved-cpus that are not a subset of its online CPUs ({online})")
         unknown = cpus - topology.cpus
         if unknown:
             raise ValidationError(
@@ -103,6 +113,7 @@ def reserved_cpus(topology: Topology, s: KubeletSettings, reserved_millis: int) 
             raise ValidationError(where, "is empty; the static CPU manager needs at least one reserved CPU")
         if cpus == topology.cpus:
             raise ValidationError(where, "reserves every CPU of the node; pods would have none")
+        _check_whole_cores(topology, cpus, where)
         return sorted(cpus)
     if s.cpu_manager_policy != "static":
         return []
@@ -112,24 +123,37 @@ def reserved_cpus(topology: Topology, s: KubeletSettings, reserved_millis: int) 
             "the static CPU manager needs kube-reserved cpu + system-reserved cpu > 0, or reserved-cpus",
         )
     count = whole_cpus(reserved_millis)
-    if count >= len(topology.cpus):
+    chosen: list[int] = []
+    for cell in topology.cpu_cells:
+        for core in sorted({topology.core_of(cpu) for cpu in cell.cpus}, key=min):
+            if len(chosen) >= count:
+                break
+            chosen.extend(sorted(core))
+    if len(chosen) >= len(topology.cpus):
         raise ValidationError(
             "settings.kube-reserved.cpu",
-            f"reserving {format_millis(reserved_millis)} CPU takes {count} of the node's {len(topology.cpus)} "
-            "CPUs and leaves none for pods",
+            f"reserving {format_millis(reserved_millis)} CPU takes {len(chosen)} of the node's {len(topology.cpus)} "
+            f"online CPUs (whole cores of {topology.threads_per_core} threads) and leaves none for pods",
         )
-    chosen: list[int] = []
-    for cell in topology.cells:
-        chosen.extend(sorted(cell.cpus)[: count - len(chosen)])
-        if len(chosen) == count:
-            break
-    return chosen
+    return sorted(chosen)
+
+
+def _check_whole_cores(topology: Topology, cpus: frozenset[int], where: str) -> None:
+    whole = frozenset().union(*(topology.core_of(cpu) for cpu in cpus))
+    for cpu in sorted(cpus):
+        missing = topology.core_of(cpu) - cpus
+        if missing:
+            raise ValidationError(
+                where,
+                f"reserves part of a core: cpu {cpu} without its sibling(s) {format_cpulist(missing)}; reserve whole "
+                f"cores (here {format_cpulist(whole)}) so no pinned pod shares a core with system daemons",
+            )
 
 
 def _memory_kinds(topology: Topology) -> dict[str, dict[int, int]]:
     """Per memory type, what each cell can hold: regular memory excludes the cell's hugepages."""
     kinds: dict[str, dict[int, int]] = {"memory": {}}
-    for cell in topology.cells:
+    for cell in (*topology.cpu_cells, *topology.memory_only_cells):  # daemons' memory: CPU cells first
         pages = 0
         for size in cell.hugepages:
             pages += cell.hugepage_bytes(size)
@@ -151,11 +175,8 @@ def reserved_memory(
         if s.reserved_memory:
             raise ValidationError("settings.reserved-memory", "only applies with memory-manager-policy Static")
         return {}
+    # Node Allocatable never reserves hugepages (kube/system-reserved cannot), so their reserved-memory is 0.
     required = {"memory": kube.get("memory", 0) + system.get("memory", 0) + eviction.get("memory", 0)}
-    for kind in ("hugepages-2Mi", "hugepages-1Gi"):
-        total = kube.get(kind, 0) + system.get(kind, 0)
-        if total:
-            required[kind] = total
     if required["memory"] <= 0:
         raise ValidationError(
             "settings.kube-reserved.memory",
@@ -170,10 +191,10 @@ def reserved_memory(
     split: dict[int, dict[str, int]] = {}
     for kind, amount in required.items():
         remaining = amount
-        for cell in topology.cells:
-            take = min(remaining, capacity.get(kind, {}).get(cell.id, 0))
+        for cell_id, room in capacity.get(kind, {}).items():
+            take = min(remaining, room)
             if take:
-                split.setdefault(cell.id, {})[kind] = take
+                split.setdefault(cell_id, {})[kind] = take
                 remaining -= take
             if not remaining:
                 break
@@ -228,7 +249,9 @@ def _check_sums(split: Mapping[int, Mapping[str, int]], required: Mapping[str, i
         if total != want:
             raise ValidationError(
                 "settings.reserved-memory",
-                f"{kind} adds up to {format_bytes(total)} but kube-reserved + system-reserved"
-                f"{' + eviction-hard memory.available' if kind == 'memory' else ''} is {format_bytes(want)}; "
-                "the kubelet refuses to start unless they are equal",
+                f"{kind} adds up to {format_bytes(total)} but " + (
+                    f"kube-reserved + system-reserved + eviction-hard memory.available is {format_bytes(want)}"
+                    if kind == "memory" else
+                    "Node Allocatable reserves none of it (kube-reserved and system-reserved cannot reserve hugepages)"
+                ) + "; the kubelet refuses to start unless they are equal",
             )

@@ -45,7 +45,8 @@ DEFAULT_EVICTION_HARD = {
 }
 DEFAULT_KUBE_RESERVED = {"cpu": "500m", "memory": "512Mi"}
 DEFAULT_SYSTEM_RESERVED = {"cpu": "500m", "memory": "512Mi"}
-RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid", "hugepages-2Mi", "hugepages-1Gi")
+# What kube-reserved / system-reserved take: the kubelet refuses anything else ("cannot reserve ..."), hugepages too.
+RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
 
 _SETTING_KEYS = (
     "kubelet-version",

@@ -159,7 +159,8 @@ def check_known(version: KubeletVersion, allow_newer: bool = False, where: str =
         raise ValidationError(
             where,
             f"unknown kubelet version {version}: numa-lab knows kubelets {OLDEST_KNOWN} to {NEWEST_KNOWN}; "
-            f"pass allow_newer to apply the {NEWEST_KNOWN} rules to it (numalab/model/kubelet_versions.py)",
+            f"to apply the {NEWEST_KNOWN} rules to it, set kubelet_allow_newer: true in the host's data "
+            "(or pass --allow-newer to numalab kubelet-args / preflight)",
         )
 
 

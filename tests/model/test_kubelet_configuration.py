@@ -45,7 +45,7 @@ CASES = {
     ),
     "hugepages reserved": (
         topo((0, "0-3", "4Gi"), (1, "4-7", "4Gi"), hugepages={"2Mi": 512}),
-        {"kube-reserved": {"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "64Mi"}, "system-reserved": {}},
+        {"kube-reserved": {"cpu": "1", "memory": "1Gi"}, "system-reserved": {}},
     ),
     "explicit split and options": (
         topo((0, "0-3", "4Gi"), (1, "4-7", "4Gi")),
@@ -53,6 +53,7 @@ CASES = {
             "reserved-memory": [{"numa-node": 0, "memory": "1000Mi"}, {"numa-node": 1, "memory": "124Mi"}],
             "reserved-cpus": "0,4",
             "cpu-manager-policy-options": {"full-pcpus-only": "true", "align-by-socket": "true"},
+            "topology-manager-policy": "restricted",
             "topology-manager-policy-options": {"prefer-closest-numa-nodes": "true"},
             "topology-manager-scope": "container",
         },
@@ -150,8 +151,8 @@ def test_default_configuration_exactly():
 def test_hugepages_and_gates_in_configuration():
     topology, settings = CASES["hugepages reserved"]
     config = kubelet_configuration(kubelet_policy(topology, KubeletSettings.from_dict(settings)))
-    assert config["reservedMemory"] == [{"numaNode": 0, "limits": {"memory": "1124Mi", "hugepages-2Mi": "64Mi"}}]
-    assert config["kubeReserved"] == {"cpu": "1", "hugepages-2Mi": "64Mi", "memory": "1Gi"}
+    assert config["reservedMemory"] == [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]
+    assert config["kubeReserved"] == {"cpu": "1", "memory": "1Gi"}
     assert "systemReserved" not in config
     topology, settings = CASES["explicit split and options"]
     config = kubelet_configuration(kubelet_policy(topology, KubeletSettings.from_dict(settings)))

@@ -63,6 +63,8 @@ def test_defaults_are_the_same_args_for_every_minor_from_1_28(minor):
 def test_cpu_manager_policy_options_per_minor(minor, option):
     since, alpha_until = CPU_OPTIONS[option]
     asked = {"cpu-manager-policy-options": {option: "true"}}
+    if option == "align-by-socket":  # the kubelet refuses it with single-numa-node
+        asked["topology-manager-policy"] = "restricted"
     if minor < since:
         err = refused(f"v1.{minor}.0", **asked)
         assert err.field == f"settings.cpu-manager-policy-options.{option}"
@@ -153,6 +155,7 @@ def test_1_26_topology_options_are_alpha_twice_over():
         "1.26",
         **{
             "cpu-manager-policy-options": {"align-by-socket": "true"},
+            "topology-manager-policy": "restricted",
             "topology-manager-policy-options": {"prefer-closest-numa-nodes": "false"},
         },
     )
