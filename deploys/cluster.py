@@ -1,6 +1,7 @@
 """The lab cluster, stage by stage: `pyinfra inventories/kvm.py deploys/cluster.py`.
 
-Every host gets `base`. When the inventory declares a cluster (groups `registry`, `rke2_servers`,
+Hosts that run pods are judged first (`preflight`: a host the kubelet would refuse fails the run before
+anything is changed). Every host gets `base`. When the inventory declares a cluster (groups `registry`, `rke2_servers`,
 `rke2_agents`), the stages follow in order; each reads facts first, so a second run changes nothing.
 Every host passes each barrier, so a stage starts only when the one before it is done on all hosts.
 The distribution (`k8s_distribution`, env NUMALAB_DISTRIBUTION for the lab) decides who runs the
@@ -12,11 +13,14 @@ from pyinfra import host
 
 from numalab.deploy import base, context, control_plane, node, numa_align, pki, registry, verify
 from numalab.deploy.operations import stage_barrier
+from numalab.deploy.preflight import preflight_stage
 from numalab.deploy.rke2 import rke2_config, rke2_install, rke2_service
 
+roles = context.role_of(host)
+if roles and context.runs_pods(host):
+    preflight_stage()  # a host the kubelet would refuse fails the run before any change
 base()
 
-roles = context.role_of(host)
 distribution = context.announce_distribution(host) if roles else None
 if roles:
     pki()

@@ -15,6 +15,7 @@ from numalab.model.errors import ValidationError
 
 SUBCOMMAND_MODULES = [
     "numalab.commands.kubelet_args",
+    "numalab.commands.preflight",
     "numalab.lint.command",
     "numalab.inspect",
     "numalab.lab.commands",

@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where sysfs is mounted, as numa-align's NUMA_SYSFS_ROOT: read DIR/devices/system/node (default /sys)",
     )
     parser.add_argument("--settings", type=Path, metavar="FILE.yaml", help="kubelet settings (defaults if omitted)")
+    parser.add_argument("--allow-newer", action="store_true",
+                        help="apply the newest known kubelet's rules to a kubelet newer than numa-lab knows")
     parser.add_argument("--format", choices=("args", "rke2", "json"), default="args")
     parser.set_defaults(func=run)
 
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         topology = topology_from_sysfs(args.sysfs_root)
     settings_data = load_yaml(args.settings, "--settings") if args.settings else None
     settings = KubeletSettings.from_dict(settings_data, where=str(args.settings or "settings"))
-    policy = kubelet_policy(topology, settings)
+    policy = kubelet_policy(topology, settings, allow_newer=args.allow_newer)
     if args.format == "args":
         print("\n".join(policy.flags))
     elif args.format == "rke2":

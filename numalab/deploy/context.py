@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "kubelet_settings": {},  # numalab.model.kubelet settings (policies, reservations)
     "numa_align_install": "systemd",
     "numa_align_image": None,  # for numa_align_install: daemonset
+    "kubelet_allow_newer": False,  # apply the newest known kubelet's rules to a newer kubelet
     "rke2_registry_airgap": False,  # rke2: system-default-registry is the lab registry
 }
 

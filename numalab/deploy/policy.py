@@ -7,14 +7,20 @@ from __future__ import annotations
 from numa_align.sysfs import HostTopology, SysfsError, read_host
 from pyinfra import host
 from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.server import Command
 
 from numalab.deploy import context, controller
 from numalab.deploy.facts import NumaSysfs
+from numalab.k8s.binaries import GO_PREFIX
 from numalab.model.errors import ValidationError
 from numalab.model.kubelet import KubeletPolicy, KubeletSettings, kubelet_configuration, kubelet_policy
 from numalab.model.topology import Topology
 from numalab.placement import kubelet_policies
 from numalab.sysfs import topology_from_host
+
+CGROUP_VERSION_COMMAND = (
+    "if [ -f /sys/fs/cgroup/cgroup.controllers ]; then echo 2; elif [ -d /sys/fs/cgroup ]; then echo 1; fi"
+)
 
 
 def host_sysfs() -> HostTopology:
@@ -59,10 +65,24 @@ def _same_shape(found: Topology, expected: Topology) -> bool:
 
 
 def kubelet_version() -> str:
-    """upstream: what the binaries report; rke2: the Kubernetes release of the pinned rke2_version."""
+    """upstream: the pinned release of a `go:` spec (nothing built to know it), else what the binaries
+    report; rke2: the Kubernetes release of the pinned rke2_version."""
     if context.chosen_distribution(host)[0] == "rke2":
         return context.rke2_install(host).kubelet_version
+    spec = controller.binaries_spec(host)
+    if spec.startswith(GO_PREFIX):
+        return spec.removeprefix(GO_PREFIX)
     return controller.binaries(host).version
+
+
+def cgroup_version() -> int | None:
+    """2 on a unified hierarchy, 1 on a legacy one, None when /sys/fs/cgroup is not there."""
+    found = host.get_fact(Command, CGROUP_VERSION_COMMAND)
+    return int(found) if found in ("1", "2") else None
+
+
+def swap_active() -> bool:
+    return bool(host.get_fact(Command, "tail -n +2 /proc/swaps"))
 
 
 def node_policy(topology: Topology | None = None) -> KubeletPolicy:
@@ -73,9 +93,15 @@ def node_policy(topology: Topology | None = None) -> KubeletPolicy:
         where=f"{name}: kubelet_settings",
     )
     try:
-        return kubelet_policy(topology or node_topology(), settings)
+        return kubelet_policy(topology or node_topology(), settings, allow_newer=allow_newer(),
+                              cgroup_version=cgroup_version())
     except ValidationError as exc:
         raise DeployError(f"{name}: {exc}") from None
+
+
+def allow_newer() -> bool:
+    """Host data `kubelet_allow_newer: true` applies the newest known kubelet's rules to a newer kubelet."""
+    return bool(context.data(host, "kubelet_allow_newer"))
 
 
 def expected_policies(policy: KubeletPolicy) -> dict[str, str]:
