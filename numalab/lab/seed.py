@@ -21,6 +21,7 @@ FIRSTBOOT_FILES = (
     "numalab-ssh_host_ed25519_key",
     "numalab-ssh_host_ed25519_key.pub",
     "numalab-network",
+    "numalab-shape",
 )
 
 
@@ -54,6 +55,7 @@ def seed_files(
         "numalab-ssh_host_ed25519_key": private.strip() + "\n",
         "numalab-ssh_host_ed25519_key.pub": " ".join(public.split()[:2]) + "\n",
         "numalab-network": render("lab/numalab-network.env.j2", guest=guest, prefixlen=prefixlen),
+        "numalab-shape": guest.boot_shape,
     }
     content = user_data + network_config + "".join(firstboot.values())
     digest = hashlib.sha256(content.encode()).hexdigest()[:12]

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from numalab.lab.guest_shape import boot_shape, cpu_topology, domain_cells, guest_topology, guest_vcpus
 from numalab.model.cluster import DISTRIBUTIONS
 from numalab.model.errors import ValidationError
-from numalab.model.quantity import format_bytes, parse_bytes
 from numalab.model.topology import Topology
 
 NETWORK_MODES = ("isolated", "nat")
@@ -28,7 +28,6 @@ DEFAULT_URI = "qemu:///system"
 DEFAULT_NETWORK = "isolated"
 DEFAULT_IMAGE_DIR = "~/.local/share/numa-lab/images"
 FIRST_GUEST_HOST = 10  # guests get .10, .11, ... unless they declare an address
-MIB = 1024 * 1024
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 
 
@@ -87,7 +86,7 @@ class Guest:
 
     @property
     def vcpus(self) -> int:
-        return len(self.topology.cpus)
+        return len(guest_vcpus(self.topology))
 
     @property
     def memory(self) -> int:
@@ -95,19 +94,18 @@ class Guest:
 
     @property
     def cpu_topology(self) -> tuple[int, int, int]:
-        """(sockets, cores, threads) consistent with the cells.
+        """(sockets, cores, threads) for the domain's <topology>."""
+        return cpu_topology(self.topology)
 
-        One socket per cell when every cell holds the same number of consecutive CPUs in cell
-        order; otherwise one socket holding all vCPUs (uneven cells cannot be whole sockets).
-        """
-        cells = self.topology.cells
-        per_cell = len(cells[0].cpus)
-        start = 0
-        for cell in cells:
-            if cell.cpus != frozenset(range(start, start + per_cell)):
-                return (1, self.vcpus, 1)
-            start += per_cell
-        return (len(cells), per_cell, 1)
+    @property
+    def domain_cells(self) -> list[dict[str, Any]]:
+        """The domain's <cell>s: id, vCPUs (offline ones too; '' for a memory-only cell), memory in KiB."""
+        return domain_cells(self.topology)
+
+    @property
+    def boot_shape(self) -> str:
+        """The first-boot unit's shape file: vCPUs to take offline, hugepages per node."""
+        return boot_shape(self.topology)
 
 
 @dataclass(frozen=True)
@@ -233,7 +231,10 @@ def lab_from_dict(data: Mapping[str, Any]) -> Lab:
         unknown = set(raw) - {"name", "numa", "vcpus", "memory", "address", "groups"}
         if unknown:
             raise ValidationError(name, f"unknown key(s) {', '.join(sorted(unknown))}")
-        topology = _guest_topology(name, raw)
+        topology = guest_topology(name, raw)
+        if settings.image and (topology.offline_cpus or any(n for c in topology.cells for n in c.hugepages.values())):
+            raise ValidationError(f"{name}.numa", "offline_cpus and hugepages need the lab's own image (its "
+                                  "first-boot unit applies them; NUMALAB_IMAGE names a cloud image)")
         address = None
         if raw.get("address") is not None:
             address = _address(name, raw["address"], settings.subnet, reserved)
@@ -280,48 +281,6 @@ def check_subnet_free(
             raise ValidationError(
                 where, f"{subnet} collides with {other} on {device}; choose another NUMALAB_SUBNET"
             )
-
-
-def _guest_topology(name: str, raw: Mapping[str, Any]) -> Topology:
-    if "numa" in raw:
-        topology = Topology.from_dict(raw["numa"], where=f"{name}.numa")
-    elif "vcpus" in raw and "memory" in raw:
-        vcpus = _vcpus(name, raw["vcpus"])
-        cpus = f"0-{vcpus - 1}" if vcpus > 1 else "0"
-        topology = Topology.from_dict(
-            {"cells": [{"id": 0, "cpus": cpus, "memory": raw["memory"]}]}, where=f"{name}.numa"
-        )
-    else:
-        raise ValidationError(f"{name}.numa", "give numa cells, or vcpus and memory for a single-cell guest")
-    all_cpus = topology.cpus
-    if "vcpus" in raw:
-        vcpus = _vcpus(name, raw["vcpus"])
-        if vcpus != len(all_cpus):
-            raise ValidationError(
-                f"{name}.vcpus", f"{vcpus} vCPUs but the cells hold {len(all_cpus)} cpus ({sorted(all_cpus)})"
-            )
-    if all_cpus != frozenset(range(len(all_cpus))):
-        raise ValidationError(
-            f"{name}.numa.cells",
-            f"cell cpus must be exactly vCPUs 0-{len(all_cpus) - 1}, none missing; got {sorted(all_cpus)}",
-        )
-    if "memory" in raw:
-        memory = parse_bytes(raw["memory"], f"{name}.memory")
-        if memory != topology.memory:
-            raise ValidationError(
-                f"{name}.memory",
-                f"{format_bytes(memory)} but the cells add up to {format_bytes(topology.memory)}",
-            )
-    for cell in topology.cells:
-        if cell.memory % MIB:
-            raise ValidationError(f"{name}.numa.cells", f"cell {cell.id} memory must be whole MiB")
-    return topology
-
-
-def _vcpus(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(f"{name}.vcpus", f"expected a vCPU count ≥ 1, got {value!r}")
-    return value
 
 
 def _address(
