@@ -172,15 +172,31 @@ def policies(cluster: Cluster, workers: dict[str, list[int]]) -> dict[str, dict[
 
 @pytest.fixture(scope="session")
 def pod_cpus(cluster: Cluster, workers: dict[str, list[int]], hosts) -> dict[str, dict[int, int]]:
-    """Worker -> NUMA node -> how many of its CPUs are outside the kubelet's reservedSystemCPUs."""
+    """Worker -> NUMA node -> how many of its online CPUs are outside the kubelet's reservedSystemCPUs
+    (a node's cpulist still names offline CPUs; only /sys/devices/system/cpu/online tells them apart)."""
     found = {}
     for worker, nodes in workers.items():
         reserved = parse_cpulist(cluster.configz(worker)["kubeletconfig"].get("reservedSystemCPUs") or "")
+        online = parse_cpulist(hosts[worker].file("/sys/devices/system/cpu/online").content_string.strip())
         found[worker] = {
             node: len(parse_cpulist(hosts[worker].file(f"/sys/devices/system/node/node{node}/cpulist")
-                                    .content_string.strip()) - reserved)
+                                    .content_string.strip()) & online - reserved)
             for node in nodes
         }
+    return found
+
+
+@pytest.fixture(scope="session")
+def pinned_cpus(cluster: Cluster, workers: dict[str, list[int]], hosts) -> dict[str, int]:
+    """Worker -> CPUs a pinned pod asks for: a whole core (its threads) where the CPU Manager runs with
+    full-pcpus-only, which refuses anything else (SMTAlignmentError); else 1."""
+    found = {}
+    for worker in workers:
+        options = cluster.configz(worker)["kubeletconfig"].get("cpuManagerPolicyOptions") or {}
+        found[worker] = 1
+        if options.get("full-pcpus-only") == "true":
+            lists = hosts[worker].check_output("cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list")
+            found[worker] = max(len(parse_cpulist(line)) for line in lists.splitlines() if line.strip())
     return found
 
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 from kube import PodTrouble
-from numa_align.cpulist import format_cpulist
+from numa_align.cpulist import format_cpulist, parse_cpulist
 from numa_align.devices import resource_name, socket_name
 from probe_pods import pinned_pod
 from results import ALL_NODES, describe_failures
@@ -22,9 +22,9 @@ STATE_DIR = "/var/lib/kubelet"
 
 
 @pytest.fixture(scope="module")
-def pinned(cluster, workers, settings):
+def pinned(cluster, workers, settings, pinned_cpus):
     """(worker, node) -> (pod name, pod as a dict or None, ProbeReport or None, trouble or None)."""
-    bodies = {(w, n): pinned_pod(w, n, settings.probe_image, settings.capacity_mode)
+    bodies = {(w, n): pinned_pod(w, n, settings.probe_image, settings.capacity_mode, cpus=pinned_cpus[w])
               for w, nodes in workers.items() for n in nodes}
     cluster.create_pods(bodies.values())
     seen = {}
@@ -41,6 +41,17 @@ def pinned(cluster, workers, settings):
         cluster.delete_pods(body["metadata"]["name"] for body in bodies.values())
 
 
+def _partial_cores(host, cpus: frozenset[int]) -> list[str]:
+    """Under full-pcpus-only a pod holds whole cores: every thread sibling of its CPUs is its own too."""
+    problems = []
+    for cpu in sorted(cpus):
+        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+        siblings = parse_cpulist(host.file(path).content_string.strip())
+        if not siblings <= cpus:
+            problems.append(f"cpu {cpu} without its sibling(s) {format_cpulist(siblings - cpus)}: not a whole core")
+    return problems
+
+
 def _checkpoint(host, name: str, problems: list[str]) -> dict | None:
     """A kubelet checkpoint file from the node, or None with the reason added to problems."""
     path = f"{STATE_DIR}/{name}"
@@ -54,14 +65,16 @@ def _checkpoint(host, name: str, problems: list[str]) -> dict | None:
         return None
 
 
-def test_pinned_pod_runs_on_its_numa_node(pinned, policies, results):
+def test_pinned_pod_runs_on_its_numa_node(pinned, policies, pinned_cpus, hosts, results):
     for (worker, node), (_, pod, report, trouble) in pinned.items():
         if trouble:
             results.add(worker, node, "pinned", False, detail=trouble)
             continue
         static = policies[worker]["memoryManagerPolicy"] == "Static"
-        verdict = judge_pinned(report, node, 1, memory_static=static)
+        verdict = judge_pinned(report, node, pinned_cpus[worker], memory_static=static)
         problems = list(verdict.problems)
+        if pinned_cpus[worker] > 1:  # full-pcpus-only: the CPUs must be whole cores
+            problems.extend(_partial_cores(hosts[worker], report.cpus))
         if pod["status"].get("qosClass") != "Guaranteed":
             problems.append(f"qosClass {pod['status'].get('qosClass')}, expected Guaranteed")
         note = memory_not_enforced(policies[worker]["memoryManagerPolicy"])

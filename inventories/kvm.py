@@ -3,12 +3,14 @@
 Each guest's NUMA shape is in the topology model's form (cells with cpus and memory, optional
 distances); its vCPUs are all the cells' cpus. Lab-wide knobs come from the environment (see README):
 NUMALAB_NAME, NUMALAB_STATE_DIR, NUMALAB_NETWORK (isolated|nat), NUMALAB_SUBNET,
-NUMALAB_DOMAIN_TYPE (auto|kvm|qemu), NUMALAB_URI, NUMALAB_IMAGE (a cloud image path or URL).
+NUMALAB_DOMAIN_TYPE (auto|kvm|qemu), NUMALAB_URI, NUMALAB_IMAGE (a cloud image path or URL), and
+NUMALAB_EXTRA_GUESTS: a YAML file listing more guests in the same form (e.g. a worker shaped like your
+server: threads_per_core, offline_cpus, a memory-only cell, hugepages).
 """
 
 import os
 
-from numalab.lab.inventory import pyinfra_groups
+from numalab.lab.inventory import extra_guests, pyinfra_groups
 from numalab.lab.spec import lab_from_dict, settings_from_env
 
 _GUESTS = [
@@ -46,7 +48,8 @@ _GUESTS = [
     },
 ]
 
-_lab = lab_from_dict({"settings": settings_from_env(os.environ).to_dict(), "guests": _GUESTS})
+_settings = settings_from_env(os.environ).to_dict()
+_lab = lab_from_dict({"settings": _settings, "guests": _GUESTS + extra_guests(os.environ)})
 _groups = pyinfra_groups(_lab)
 
 lab_guests = _groups["lab_guests"]

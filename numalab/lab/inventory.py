@@ -9,14 +9,28 @@ from __future__ import annotations
 
 import os
 import runpy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from numalab.lab.remote import is_local_uri
 from numalab.lab.spec import Guest, Lab, lab_from_dict
+from numalab.model.errors import ValidationError
+from numalab.yamlfile import load_yaml
 
 CONNECTOR = "kvm"
 DEFAULT_INVENTORY = Path(__file__).resolve().parents[2] / "inventories" / "kvm.py"
+
+
+def extra_guests(environ: Mapping[str, str]) -> list[Any]:
+    """The guests NUMALAB_EXTRA_GUESTS (a YAML file holding a list of guests) adds to an inventory's own."""
+    path = environ.get("NUMALAB_EXTRA_GUESTS")
+    if not path:
+        return []
+    guests = load_yaml(Path(path), "NUMALAB_EXTRA_GUESTS")
+    if not isinstance(guests, list):
+        raise ValidationError("NUMALAB_EXTRA_GUESTS", f"{path} holds no list of guests")
+    return guests
 
 
 def host_name(guest: Guest) -> str:

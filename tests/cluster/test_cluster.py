@@ -1,4 +1,7 @@
-"""The real cluster: the default lab (registry, server, two 2-cell workers) running upstream Kubernetes.
+"""The real cluster: the default lab (registry, server, two 2-cell workers) running upstream Kubernetes,
+plus worker-3 shaped like a real server (2 threads per core, an offline CPU, a memory-only node, hugepages),
+on which the real kubelet shows what it accepts: the computed policy, whole-core reservations, pinned pods
+on cells with CPUs (whole cores under full-pcpus-only), and no numa-align device for the memory-only cell.
 
 One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
@@ -16,6 +19,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
+from kubernetes import client, config
 
 from tests.lab.conftest import (
     BIN,
@@ -42,11 +47,30 @@ def changes(run: subprocess.CompletedProcess[str]) -> str:
     return results_row(run.stdout + run.stderr, "Grand total")[1]
 
 
+# A real server's shape, small: cell 0 holds cores {0,1} {2,3} and 32 hugepages of 2 MiB; cell 1 holds
+# {4,5} {6,7} with vCPU 7 offline (as after nosmt or a hot-unplug); cell 2 has memory and no CPU.
+WORKER_3 = {
+    "name": "worker-3",
+    "groups": ["rke2_agents"],
+    "numa": {
+        "threads_per_core": 2,
+        "cells": [
+            {"id": 0, "cpus": "0-3", "memory": "2Gi", "hugepages": {"2Mi": 32}},
+            {"id": 1, "cpus": "4-7", "offline_cpus": "7", "memory": "1536Mi"},
+            {"id": 2, "memory": "512Mi"},
+        ],
+    },
+}
+
+
 def write_inventory(path: Path, memory_policy: str | None = None) -> Path:
-    """inventories/kvm.py as it is, or with the workers' Memory Manager policy overridden."""
+    """inventories/kvm.py as it is, or with the workers' Memory Manager policy overridden (and worker-3's
+    CPU Manager given full-pcpus-only, so the pinned pods there must take whole cores)."""
     override = "" if memory_policy is None else textwrap.dedent(f"""
         for _name, _data in rke2_agents:
             _data["kubelet_settings"] = {{"memory-manager-policy": {memory_policy!r}}}
+            if _name.endswith("/worker-3"):
+                _data["kubelet_settings"]["cpu-manager-policy-options"] = {{"full-pcpus-only": "true"}}
         """)
     path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{override}")
     return path
@@ -63,10 +87,47 @@ def e2e(state: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=2400)
 
 
+def configz(state: Path, node: str) -> dict:
+    api = client.CoreV1Api(config.new_client_from_config(str(state / "kubeconfig")))
+    raw = api.connect_get_node_proxy_with_path(node, "configz", _preload_content=False).data
+    return json.loads(raw)["kubeletconfig"]
+
+
+def allocatable(state: Path, node: str) -> dict:
+    api = client.CoreV1Api(config.new_client_from_config(str(state / "kubeconfig")))
+    return api.read_node(node).status.allocatable
+
+
+def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) -> None:
+    """worker-3 on the real kubelet: what it accepted, as /configz, the API and the guest's sysfs show."""
+    kubelet = configz(state, "worker-3")
+    assert kubelet["reservedSystemCPUs"] == "0-1"  # the whole first core, not cpu 0 alone
+    assert kubelet["reservedMemory"] == [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]
+    assert kubelet["cpuManagerPolicy"] == "static" and kubelet["memoryManagerPolicy"] == "Static"
+    resources = allocatable(state, "worker-3")
+    assert resources["numa-align/numa-0"] == "100" and resources["numa-align/numa-1"] == "100"
+    assert "numa-align/numa-2" not in resources  # the memory-only cell is never a device
+    assert resources["hugepages-2Mi"] == "64Mi"
+    assert ssh(state, "worker-3", "cat /sys/devices/system/cpu/online").stdout.strip() == "0-6"
+    assert ssh(state, "worker-3", "cat /sys/devices/system/node/node2/cpulist").stdout.strip() == ""
+    preflight = subprocess.run([str(BIN / "numalab"), "preflight", str(inventory), "--format", "json"],
+                               env=env, capture_output=True, text=True, timeout=600)
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    report = {entry["host"]: entry for entry in json.loads(preflight.stdout)}
+    assert sorted(report) == ["worker-1", "worker-2", "worker-3"]
+    shape = report["worker-3"]
+    assert shape["threads_per_core"] == 2 and shape["offline_cpus"] == "7" and shape["memory_only_nodes"] == [2]
+    assert shape["hugepages"] == {"0": {"2Mi": 32}} and shape["cgroup_version"] == 2
+    assert "reserved-cpus=0-1" in shape["kubelet_args"]
+
+
 def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = lab_env(f"pytest-cluster-{os.getpid()}", state, free_subnet())
     env["NUMALAB_DISTRIBUTION"] = "upstream"
+    extra = tmp_path / "extra-guests.yaml"
+    extra.write_text(yaml.safe_dump([WORKER_3]))
+    env["NUMALAB_EXTRA_GUESTS"] = str(extra)
     inventory = write_inventory(tmp_path / "inventory.py")
     lab = lab_of_inventory_with_env(inventory, env)
     try:
@@ -74,20 +135,22 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         output = first.stdout + first.stderr
         assert first.returncode == 0, output[-6000:]
         assert "Kubernetes distribution: upstream" in output
-        for worker in ("worker-1", "worker-2"):
+        for worker in ("worker-1", "worker-2", "worker-3"):
             assert (f"verify {worker}: numa-align/numa-0=100 numa-align/numa-1=100 | cpu static, memory Static, "
                     "topology single-numa-node/pod") in output
         assert (state / "kubeconfig").stat().st_mode & 0o777 == 0o600
         assert ssh(state, "worker-1", "/usr/local/bin/kubelet --version").stdout.strip() == "Kubernetes v1.36.3"
+        check_real_server_worker(state, env, inventory)
 
         suite = e2e(state, env)
         table = suite.stdout + suite.stderr
         assert suite.returncode == 0, table[-8000:]
-        for worker in ("worker-1", "worker-2"):
+        for worker in ("worker-1", "worker-2", "worker-3"):
             for node in (0, 1):
                 row = next(line.split() for line in table.splitlines()
                            if line.split()[:3] == [worker, str(node), "pinned"])
                 assert row[3] == "pass" and row[5] == str(node), row  # Mems_allowed_list is node N
+        assert not any(line.split()[:2] == ["worker-3", "2"] for line in table.splitlines())
 
         inspected = ssh(state, "worker-1", "numa-align inspect --format json")
         assert inspected.returncode == 0, inspected.stderr
@@ -111,6 +174,11 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
         assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:]
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
+        assert configz(state, "worker-3")["cpuManagerPolicyOptions"] == {"full-pcpus-only": "true"}
+        for node, core in ((0, "2-3"), (1, "4-5")):  # full-pcpus-only: a whole core each, never 6 (its sibling is off)
+            row = next(line.split() for line in pinned.stdout.splitlines()
+                       if line.split()[:3] == ["worker-3", str(node), "pinned"])
+            assert row[3] == "pass" and row[4] == core, row
         again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
         assert again.returncode == 0 and changes(again) == "-", (again.stdout + again.stderr)[-4000:]
     finally:
