@@ -7,6 +7,7 @@ import socket as sockets
 
 from numa_align.inspect import main
 
+from tests.fakesysfs import write_node_tree
 from tests.inspect.conftest import MIB64, PINNED_UID, SHARED_UID
 
 
@@ -103,3 +104,12 @@ def test_dead_socket_reports_the_grpc_status(node, capsys, tmp_path):
     listener.close()
     code, _, err = run(capsys, *node.args, "--socket", str(dead))
     assert code == 1 and f"PodResources API at {dead}: UNAVAILABLE" in err
+
+
+def test_a_memory_only_node_is_listed_as_such(node, capsys, tmp_path):
+    write_node_tree(tmp_path / "sys", {0: "0-1", 1: "2-3", 2: ""})
+    code, out, _ = run(capsys, *node.args)
+    assert code == 0
+    assert "numa 2: memory-only (no online CPU, so no numa-align device)" in out.splitlines()
+    code, out, _ = run(capsys, *node.args, "--format", "json")
+    assert json.loads(out)["memory_only_nodes"] == [2]

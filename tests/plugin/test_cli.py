@@ -98,3 +98,28 @@ def test_inspect_dispatches_to_the_inspector_with_the_remaining_arguments():
     out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert "--state-dir" in out and "--pod-log-dir" in out  # the inspector's parser, not ours
+
+
+def test_discover_shows_memory_only_nodes_without_a_resource(make_sysfs):
+    sysfs = make_sysfs({0: "0-3", 1: "4-7", 250: ""}, threads_per_core=2, offline_cpus="7",
+                       memory_kib={0: 1024, 1: 1024, 250: 8192})
+    out, err = numa_align("discover", env={"NUMA_SYSFS_ROOT": str(sysfs), "NUMA_CAPACITY": "cpus"}).communicate(
+        timeout=30)
+    report = json.loads(out)
+    assert report["threads_per_core"] == 2
+    rows = [(n["id"], n["cpus"], n["offline_cpus"], n["memory_only"], n["resource"], n["devices"])
+            for n in report["nodes"]]
+    assert rows == [
+        (0, "0-3", "", False, "numa-align/numa-0", 4),
+        (1, "4-6", "7", False, "numa-align/numa-1", 3),
+        (250, "", "", True, None, 0),
+    ]
+
+
+def test_discover_refuses_a_host_without_an_online_cpu_node(make_sysfs):
+    sysfs = make_sysfs({0: "0-1", 1: ""}, offline_cpus="1")
+    (sysfs / "devices/system/cpu/online").write_text("\n")
+    process = numa_align("discover", env={"NUMA_SYSFS_ROOT": str(sysfs)})
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 2 and out == ""
+    assert "lists no node with an online CPU (online nodes: 0, 1)" in err
