@@ -18,21 +18,23 @@ from pyinfra.operations import files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import context, manifests
+from numalab.deploy.policy import node_policy
 from numalab.deploy.wheelhouse import wheelhouse
+from numalab.model.errors import ValidationError
+from numalab.model.plugin_settings import plugin_settings as settings_for
 from numalab.render import render
 
 PREFIX = "/opt/numa-align"
 WHEELS = f"{PREFIX}/wheels"
 VENV = f"{PREFIX}/venv"
-DEFAULT_SETTINGS = {"NUMA_SOCKET_DIR": "/var/lib/kubelet/device-plugins"}
 
 
 def plugin_settings() -> dict[str, str]:
-    settings = {**DEFAULT_SETTINGS, **(host.data.get("numa_align_settings") or {})}
-    bad = [key for key in settings if not key.startswith("NUMA_")]
-    if bad:
-        raise DeployError(f"{host.name}: numa_align_settings.{bad[0]}: the plugin's settings are NUMA_* variables")
-    return {key: str(value) for key, value in settings.items()}
+    """numa_align_settings with NUMA_RESERVED_CPUS from this node's kubelet policy."""
+    try:
+        return settings_for(host.data.get("numa_align_settings"), node_policy().reserved_cpus)
+    except ValidationError as exc:
+        raise DeployError(f"{host.name}: {exc}") from None
 
 
 def _systemd_install() -> None:
