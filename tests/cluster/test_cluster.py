@@ -32,6 +32,7 @@ from tests.lab.conftest import (
     run_numalab,
     run_pyinfra,
 )
+from tests.lab.shapes import REAL_SERVER_NUMA
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
 DEPLOY = str(REPO / "deploys" / "cluster.py")
@@ -47,20 +48,7 @@ def changes(run: subprocess.CompletedProcess[str]) -> str:
     return results_row(run.stdout + run.stderr, "Grand total")[1]
 
 
-# A real server's shape, small: cell 0 holds cores {0,1} {2,3} and 32 hugepages of 2 MiB; cell 1 holds
-# {4,5} {6,7} with vCPU 7 offline (as after nosmt or a hot-unplug); cell 2 has memory and no CPU.
-WORKER_3 = {
-    "name": "worker-3",
-    "groups": ["rke2_agents"],
-    "numa": {
-        "threads_per_core": 2,
-        "cells": [
-            {"id": 0, "cpus": "0-3", "memory": "2Gi", "hugepages": {"2Mi": 32}},
-            {"id": 1, "cpus": "4-7", "offline_cpus": "7", "memory": "1536Mi"},
-            {"id": 2, "memory": "512Mi"},
-        ],
-    },
-}
+WORKER_3 = {"name": "worker-3", "groups": ["rke2_agents"], "numa": REAL_SERVER_NUMA}
 
 
 def write_inventory(path: Path, memory_policy: str | None = None) -> Path:

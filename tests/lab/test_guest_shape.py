@@ -11,20 +11,11 @@ import pytest
 
 from numalab.lab.spec import lab_from_dict
 from numalab.model.errors import ValidationError
+from tests.lab.shapes import REAL_SERVER_NUMA
 from tests.lab.test_firstboot_seed import fake_seed, script_part, sh
 from tests.lab.test_templates import domain_xml
 
-REAL_SERVER = {
-    "name": "smt",
-    "numa": {
-        "threads_per_core": 2,
-        "cells": [
-            {"id": 0, "cpus": "0-3", "memory": "1Gi", "hugepages": {"2Mi": 32}},
-            {"id": 1, "cpus": "4-7", "offline_cpus": "7", "memory": "1Gi"},
-            {"id": 2, "memory": "512Mi"},
-        ],
-    },
-}
+REAL_SERVER = {"name": "smt", "numa": REAL_SERVER_NUMA}
 
 
 def lab_with(guest: dict, **settings):  # noqa: ANN201 - a Lab
@@ -34,10 +25,10 @@ def lab_with(guest: dict, **settings):  # noqa: ANN201 - a Lab
 def test_the_shape_gives_vcpus_sockets_cores_threads_and_cells() -> None:
     guest = lab_with(REAL_SERVER).guests[0]
     assert guest.vcpus == 8 and guest.cpu_topology == (2, 2, 2)
-    assert guest.memory == 2560 << 20
+    assert guest.memory == 4 << 30
     assert guest.domain_cells == [
-        {"id": 0, "vcpus": "0-3", "memory_kib": 1 << 20},
-        {"id": 1, "vcpus": "4-7", "memory_kib": 1 << 20},
+        {"id": 0, "vcpus": "0-3", "memory_kib": 2 << 20},
+        {"id": 1, "vcpus": "4-7", "memory_kib": 1536 << 10},
         {"id": 2, "vcpus": "", "memory_kib": 512 << 10},
     ]
     assert guest.boot_shape == 'OFFLINE_CPUS="7"\nHUGEPAGES="0:2048:32"\n'
