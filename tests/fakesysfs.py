@@ -28,6 +28,7 @@ def write_node_tree(
     offline_cpus: str = "",
     offline_nodes: Collection[int] = (),
     packages: Mapping[int, int] | None = None,
+    offline_in_cpulist: bool = False,
 ) -> Path:
     """Write node/{online,possible}, nodeN/{cpulist,meminfo,distance,hugepages}, cpu/online and each online
     CPU's topology/{thread_siblings_list,physical_package_id} under `sysfs`/devices/system; return `sysfs`,
@@ -35,8 +36,9 @@ def write_node_tree(
 
     cells maps node id -> cpulist ("" for a memory-only node); distances default to 10 on the diagonal and
     20 elsewhere; hugepages maps node id -> {page size KiB: count}. Cores are `cores` (cpulists) or runs of
-    `threads_per_core` consecutive ids, as QEMU numbers threads; offline CPUs keep their place in their
-    node's cpulist and vanish from cpu/online and from their siblings' lists, as the kernel does. A CPU's
+    `threads_per_core` consecutive ids, as QEMU numbers threads. Offline CPUs vanish from cpu/online and
+    from their siblings' lists and keep their node's `cpuN` entry; they leave the node's cpulist too, as an
+    x86 kernel does (Linux 6.12 in a lab guest), unless offline_in_cpulist (other architectures). A CPU's
     package is its node's id unless `packages` maps node id -> package.
     """
     base = node_dir(sysfs)
@@ -50,7 +52,8 @@ def write_node_tree(
     for node in ids:
         nd = base / f"node{node}"
         nd.mkdir(exist_ok=True)
-        (nd / "cpulist").write_text(cells[node] + "\n")
+        listed = parse_cpulist(cells[node])
+        (nd / "cpulist").write_text(format_cpulist(listed if offline_in_cpulist else listed - offline) + "\n")
         for cpu in parse_cpulist(cells[node]):
             (nd / f"cpu{cpu}").mkdir(exist_ok=True)
         kib = memory_kib[node] if isinstance(memory_kib, Mapping) else memory_kib

@@ -1,13 +1,17 @@
 """Read a host's NUMA shape from sysfs: the one reader of numa-align, `numalab kubelet-args` and the deploy.
 
 It reads `<sysfs>/devices/system`: `node/online` (and `possible`), `cpu/online`, each online node's
-`cpulist`, `meminfo`, `distance` and `hugepages/`, and each online CPU's `topology/thread_siblings_list` and
-`physical_package_id`. Real servers are not uniform: a node's `cpulist` still lists CPUs that are offline
-(`nosmt`, hot-unplug), nodes may have no CPUs (CXL, HBM, GPU memory), ids are sparse (up to 1023), and
-cores carry 2 or 4 threads. The files come from a mounted tree (`SysfsTree`: /sys on a host, /host/sys in
-the DaemonSet, a fake tree in tests) or from a dump a remote host printed (`SysfsDump`, the deploy's fact);
-both go through `read_host`, so the plugin, the CLI and the deploy cannot disagree. A file that cannot be
-read or parsed is a SysfsError naming the file.
+`cpulist`, `cpuN` entries, `meminfo`, `distance` and `hugepages/`, and each online CPU's
+`topology/thread_siblings_list` and `physical_package_id`. Real servers are not uniform: CPUs go offline
+(`nosmt`, hot-unplug) and only `cpu/online` says so for sure: an x86 kernel drops an offline CPU from its
+node's `cpulist` but keeps the node's `cpuN` link (seen on Linux 6.12), other architectures keep it in the
+cpulist; a node's CPUs are the union of both. Nodes may have no CPUs (CXL, HBM, GPU memory), ids are
+sparse (up to 1023), and cores carry 2 or 4 threads.
+
+The files come from a mounted tree (`SysfsTree`: /sys on a host, /host/sys in the DaemonSet, a fake tree
+in tests) or from a dump a remote host printed (`SysfsDump`, the deploy's fact); both go through
+`read_host`, so the plugin, the CLI and the deploy cannot disagree. A file that cannot be read or parsed
+is a SysfsError naming the file.
 """
 
 from __future__ import annotations
@@ -144,10 +148,12 @@ DUMP_COMMAND = (
     "cpu/cpu[0-9]*/topology/thread_siblings_list cpu/cpu[0-9]*/topology/physical_package_id; do "
     '[ -e "$f" ] || continue; '
     f'if c=$(cat "$f" 2>&1); then echo "{DUMP_HEADER}$f"; else echo "{DUMP_FAILED}$f"; fi; '
-    'printf "%s\\n" "$c"; done'
+    'printf "%s\\n" "$c"; done; '
+    f'for f in node/node[0-9]*/cpu[0-9]*; do [ -e "$f" ] && echo "{DUMP_HEADER}$f"; done; true'
 )
 """A shell line that prints every file `read_host` reads, each after a `==> path` line (`==! path` when
-cat failed, followed by its error): what the deploy's fact runs on a remote host."""
+cat failed, followed by its error), and each node's `cpuN` entry as a `==> path` line alone: what the
+deploy's fact runs on a remote host."""
 
 
 class SysfsDump:
@@ -191,7 +197,7 @@ def read_host(source: Source) -> HostTopology:
     cpus: dict[int, CpuInfo] = {}
     owner: dict[int, int] = {}
     for node_id in sorted(online):
-        listed = _cpulist(source, f"node/node{node_id}/cpulist")
+        listed = _cpulist(source, f"node/node{node_id}/cpulist") | _cpu_entries(source, node_id)
         for cpu in sorted(listed):
             if cpu in owner:
                 raise SysfsError(
@@ -248,6 +254,12 @@ def _cpulist(source: Source, path: str, required: bool = True) -> frozenset[int]
         return parse_cpulist(text)
     except ValueError as exc:
         raise SysfsError(f"{source.name(path)}: {exc}") from None
+
+
+def _cpu_entries(source: Source, node_id: int) -> frozenset[int]:
+    """The node's `cpuN` entries: offline CPUs keep theirs where the cpulist drops them (x86)."""
+    return frozenset(int(name[3:]) for name in source.children(f"node/node{node_id}")
+                     if name.startswith("cpu") and name[3:].isdigit())
 
 
 def _integer(source: Source, path: str) -> int:

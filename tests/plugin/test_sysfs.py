@@ -25,10 +25,12 @@ def test_smt4_consecutive_threads(tmp_path: Path) -> None:
     assert host.threads_per_core == 4 and host.cpus[17].core == {16, 17, 18, 19}
 
 
-def test_offline_cpus_stay_in_the_cpulist_but_not_in_cpus_or_cores(tmp_path: Path) -> None:
-    # nosmt: every second thread offline; the node's cpulist still names it
+@pytest.mark.parametrize("in_cpulist", [False, True], ids=["x86: cpulist drops them", "cpulist keeps them"])
+def test_offline_cpus_are_known_but_not_in_cpus_or_cores(tmp_path: Path, in_cpulist: bool) -> None:
+    # nosmt: every second thread offline; the node keeps its cpuN entry (and, off x86, its cpulist place)
     host = read_sysfs(write_node_tree(tmp_path, {0: "0-7", 1: "8-15"}, threads_per_core=2,
-                                      offline_cpus="1,3,5,7,9,11,13,15"))
+                                      offline_cpus="1,3,5,7,9,11,13,15", offline_in_cpulist=in_cpulist))
+    assert (tmp_path / "devices/system/node/node0/cpulist").read_text() == ("0-7\n" if in_cpulist else "0,2,4,6\n")
     node0 = host.nodes[0]
     assert node0.cpus == {0, 2, 4, 6} and node0.offline_cpus == {1, 3, 5, 7}
     assert host.cpus[0].core == {0} and 1 not in host.cpus and host.threads_per_core == 1
