@@ -52,7 +52,7 @@ def preflight_stage() -> None:
     result = report()
     out = os.environ.get(OUT_VARIABLE)
     if out:
-        (Path(out) / f"{host.name}.json").write_text(json.dumps(result.to_dict()))
+        (Path(out) / f"{result.name}.json").write_text(json.dumps(result.to_dict()))  # node name: no '/'
         return
     if not result.ok:
         raise DeployError(f"preflight: {result.refused}; nothing was changed on any host")

@@ -1,7 +1,7 @@
 """The real cluster: the default lab (registry, server, two 2-cell workers) running upstream Kubernetes,
 plus worker-3 shaped like a real server (2 threads per core, an offline CPU, a memory-only node, hugepages),
 on which the real kubelet shows what it accepts: the computed policy, whole-core reservations, pinned pods
-on cells with CPUs (whole cores under full-pcpus-only), and no numa-align device for the memory-only cell.
+on cells with CPUs, and no numa-align device for the memory-only cell.
 
 One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
@@ -52,13 +52,10 @@ WORKER_3 = {"name": "worker-3", "groups": ["rke2_agents"], "numa": REAL_SERVER_N
 
 
 def write_inventory(path: Path, memory_policy: str | None = None) -> Path:
-    """inventories/kvm.py as it is, or with the workers' Memory Manager policy overridden (and worker-3's
-    CPU Manager given full-pcpus-only, so the pinned pods there must take whole cores)."""
+    """inventories/kvm.py as it is, or with the workers' Memory Manager policy overridden."""
     override = "" if memory_policy is None else textwrap.dedent(f"""
         for _name, _data in rke2_agents:
             _data["kubelet_settings"] = {{"memory-manager-policy": {memory_policy!r}}}
-            if _name.endswith("/worker-3"):
-                _data["kubelet_settings"]["cpu-manager-policy-options"] = {{"full-pcpus-only": "true"}}
         """)
     path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{override}")
     return path
@@ -162,11 +159,6 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
         assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:]
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
-        assert configz(state, "worker-3")["cpuManagerPolicyOptions"] == {"full-pcpus-only": "true"}
-        for node, core in ((0, "2-3"), (1, "4-5")):  # full-pcpus-only: a whole core each, never 6 (its sibling is off)
-            row = next(line.split() for line in pinned.stdout.splitlines()
-                       if line.split()[:3] == ["worker-3", str(node), "pinned"])
-            assert row[3] == "pass" and row[4] == core, row
         again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
         assert again.returncode == 0 and changes(again) == "-", (again.stdout + again.stderr)[-4000:]
     finally:
