@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from numalab.lab.locking import file_lock
+from numalab.files import file_lock
 from numalab.progress import step
 
 PLUGIN_DIR = Path(__file__).resolve().parents[2] / "plugin"

@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from numalab.files import file_lock
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.versions import BINARIES
-from numalab.lab.locking import file_lock
 from numalab.lab.spec import settings_from_env
 from numalab.progress import Progress
 

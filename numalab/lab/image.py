@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from numalab.lab.locking import file_lock
+from numalab.files import file_lock
 from numalab.lab.recipe import SUITE, Recipe
 from numalab.progress import step
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import libvirt
 
+from numalab.files import file_lock
 from numalab.lab import keys, seed
 from numalab.lab.domains import describe_shape, domain_state, domain_type, remove_domains
 from numalab.lab.errors import LabError
 from numalab.lab.image import Image, Recipe, built_image, cloud_image
 from numalab.lab.libvirt_objects import NAMESPACE, lab_of_xml, lookup_or_none
-from numalab.lab.locking import file_lock
 from numalab.lab.networks import check_subnet, ensure_network, remove_network
 from numalab.lab.networks import free_subnet as free_subnet  # re-exported: tests and bench pick test subnets
 from numalab.lab.readiness import DEFAULT_SSH_TIMEOUT, wait_for_ssh

@@ -1,15 +1,13 @@
 """The PKI directory on the controller: `ensure_pki` makes what is missing, keeps what still fits, re-issues the rest.
 
-Files are written to a 0600 temp file and renamed, so no key is ever readable by others, not even while being
-written, and a crash leaves either the old or the new file. An existing CA is never replaced: a cluster whose
-CA changed under it would need every kubelet re-joined.
+Files are written by numalab.files.write_private (a 0600 temp file, renamed), so no key is ever readable by
+others, not even while being written, and a crash leaves either the old or the new file. An existing CA is
+never replaced: a cluster whose CA changed under it would need every kubelet re-joined.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import secrets
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +17,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from numalab.lab.locking import file_lock
+from numalab.files import PRIVATE_FILE, file_lock, write_private
 from numalab.pki import issuing
 from numalab.pki.issuing import PkiError
 from numalab.pki.kubeconfigs import kubeconfig
@@ -30,7 +28,6 @@ log = logging.getLogger(__name__)
 LOCK_NAME = ".lock"
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 SA_KEY, SA_PUB = "sa.key", "sa.pub"
-PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 
 
@@ -236,27 +233,6 @@ def _ensure_copy(store: _Store, path: Path, data: bytes) -> None:
     write_private(path, data)
     store.changed.append(str(path))
     store.reasons[str(path)] = "missing" if existing is None else "admin.conf changed"
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` atomically; the file is 0600 from its creation (temp file + rename)."""
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), PRIVATE_FILE)  # exact mode whatever the umask
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 def _private_dir(path: Path) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from numalab.lab.locking import file_lock
-from numalab.pki.store import write_private
+from numalab.files import file_lock, write_private
 
 TOKEN_FILE = "rke2-token"
 

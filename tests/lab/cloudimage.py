@@ -19,8 +19,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from numalab.files import file_lock
 from numalab.lab.image import built_image
-from numalab.lab.locking import file_lock
 from numalab.lab.recipe import CLOUD_INIT_FILES, CLOUD_INIT_PACKAGES, ROOTFS_FILES, Recipe
 
 VERSION = 1

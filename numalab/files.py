@@ -1,0 +1,62 @@
+"""Controller-side file helpers every package shares: a cross-process lock, and private files written atomically.
+
+One module, so the lab, the PKI, the k8s cache and the RKE2 token lock and write the same way.
+
+The lock: fcntl.flock blocks the whole process, which would deadlock greenlets of one pyinfra run waiting
+on each other; so it is taken non-blocking and retried with time.sleep (cooperative under gevent).
+
+Private files: written to a temp file that is 0600 from its creation, then renamed over the target, so a
+key or token is never readable by others, not even while being written, and a crash leaves either the old
+or the new file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+POLL_SECONDS = 0.5
+PRIVATE_FILE = 0o600
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if missing) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(POLL_SECONDS)
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically; the file is 0600 from its creation (temp file + rename)."""
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), PRIVATE_FILE)  # exact mode whatever the umask
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
