@@ -6,6 +6,7 @@ from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.server import Command
 from pyinfra.operations import files, server
 
@@ -18,6 +19,10 @@ K8S_SYSCTLS = {
     "net.bridge.bridge-nf-call-ip6tables": 1,
 }
 HOSTS_MARKER = "# {mark} numa-lab hosts"
+# An fstab entry whose type (third field) is swap and that is not commented out yet. Extended regex: the
+# group is captured for sed's \1 (in a basic regex `(` is a literal and the line never matches).
+FSTAB_SWAP_ENTRY = (r"^([[:space:]]*[^#[:space:]][^[:space:]]*"  # the first field, not a comment
+                    r"[[:space:]]+[^[:space:]]+[[:space:]]+swap([[:space:]].*)?)$")  # the second; type swap
 
 
 def hosts_entries() -> dict[str, str]:
@@ -26,6 +31,17 @@ def hosts_entries() -> dict[str, str]:
     if lab_hosts:
         return dict(lab_hosts)
     return context.cluster_of(host).hosts_entries() if context.role_of(host) else {}
+
+
+def keep_swap_off(fstab: str = "/etc/fstab") -> OperationMeta:
+    """Comment out the swap entries of `fstab`, or swap comes back at the next boot (the kubelet refuses it)."""
+    return files.replace(
+        name=f"Keep swap off after reboot (swap entries of {fstab} commented out)",
+        path=fstab,
+        text=FSTAB_SWAP_ENTRY,
+        replace=r"# \1",
+        extended_regex=True,
+    )
 
 
 @deploy("base")
@@ -45,12 +61,7 @@ def base() -> None:
     active_swap = host.get_fact(Command, "tail -n +2 /proc/swaps")
     if active_swap:
         server.shell(name="Turn swap off", commands=["swapoff -a"])
-    files.replace(
-        name="Keep swap off after reboot",
-        path="/etc/fstab",
-        text=r"^([^#].*\sswap\s.*)$",
-        replace=r"# \1",
-    )
+    keep_swap_off()
 
     for module in K8S_MODULES:
         server.modprobe(name=f"Load kernel module {module}", module=module)
