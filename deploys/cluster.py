@@ -29,8 +29,8 @@ if roles:
 stage_barrier(before="control plane")
 if "rke2_servers" in roles:
     if distribution == "rke2":
-        rke2_install()
-        rke2_service(rke2_config())
+        installed = rke2_install()
+        rke2_service(rke2_config(), installed)
     else:
         control_plane()
 stage_barrier(before="nodes")
@@ -38,8 +38,8 @@ if roles and context.runs_pods(host):
     if distribution == "upstream":
         node()
     elif "rke2_agents" in roles:
-        rke2_install()
-        rke2_service(rke2_config())
+        installed = rke2_install()
+        rke2_service(rke2_config(), installed)
 stage_barrier(before="numa-align")
 if roles and context.runs_pods(host):
     numa_align()

@@ -6,7 +6,8 @@ staging directory and fails naming the file, so the node is left as it was. onli
 the release tarball and sums file from `rke2_release_url` into the staging directory, same checks. The
 install follows RKE2's install script with INSTALL_RKE2_ARTIFACT_PATH: images archive into
 /var/lib/rancher/rke2/agent/images/, the tarball extracted into /usr/local. A marker records what was
-installed, so a second run uploads and installs nothing.
+installed, so a second run uploads and installs nothing; an install (a new `rke2_version`) is returned to the
+service stage, which restarts rke2-server / rke2-agent for it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
+from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
@@ -76,21 +78,23 @@ def install_commands(version: str, tarball: str, images: str | None) -> list[str
 
 
 @deploy("rke2_install")
-def rke2_install() -> None:
-    """Install the pinned RKE2 release, or check that a preinstalled one is there."""
+def rke2_install() -> list[OperationMeta]:
+    """Install the pinned RKE2 release, or check that a preinstalled one is there. Returns the operations
+    that change RKE2's binaries: the service stage restarts rke2-server / rke2-agent when one did, or the
+    running service would keep the old release."""
     install = context.rke2_install(host)
     installed = host.get_fact(TextFile, path=spec.INSTALLED_MARKER).strip()
     if install.method == "preinstalled":
         if not host.get_fact(File, path=spec.BINARY):
             raise DeployError(f"{host.name}: rke2_install is preinstalled but {spec.BINARY} is missing")
         host.noop(f"RKE2 preinstalled ({spec.BINARY}): config and services only")
-        return
+        return []
     if install.method == "airgap":
         artifacts = _artifact_set(install.artifacts_dir or "")
         wanted = f"{install.version} {artifacts.tarball.sha256} {artifacts.images.sha256}"
         if installed == wanted:
             host.noop(f"RKE2 {install.version} from {artifacts.directory} is installed")
-            return
+            return []
         files.directory(name="RKE2 staging directory", path=spec.STAGE_DIR, mode="700")
         for artifact in artifacts.files:
             files.put(name=f"Upload {artifact.name}", src=str(artifact.path),
@@ -100,12 +104,14 @@ def rke2_install() -> None:
     else:
         if installed.split(" ")[0] == install.version:
             host.noop(f"RKE2 {install.version} is installed")
-            return
+            return []
         files.directory(name="RKE2 staging directory", path=spec.STAGE_DIR, mode="700")
         server.shell(name=f"Download RKE2 {install.version} from {install.download_base}",
                      commands=[download_command(install.download_base)])
         staged, images = [spec.TARBALL], None
     server.shell(name=f"Check the staged files against {spec.SUMS}", commands=[verify_command(staged)])
-    server.shell(name=f"Install RKE2 {install.version} into {spec.TAR_PREFIX} (INSTALL_RKE2_ARTIFACT_PATH way)",
-                 commands=install_commands(install.version, spec.TARBALL, images))
+    install_op = server.shell(name=f"Install RKE2 {install.version} into {spec.TAR_PREFIX} "
+                              "(INSTALL_RKE2_ARTIFACT_PATH way)",
+                              commands=install_commands(install.version, spec.TARBALL, images))
     systemd.daemon_reload(name="Reload systemd for the RKE2 units")
+    return [install_op]

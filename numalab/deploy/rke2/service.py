@@ -1,23 +1,25 @@
-"""Stage `rke2_service`: rke2-server or rke2-agent enabled and started (restarted when its files changed),
-the server's kubeconfig fetched to the state dir with its address rewritten (0600), and a wait until the
-node is Ready whose error names `journalctl -u rke2-server` / `rke2-agent`. Then, if the policy changed,
-the node is uncordoned."""
+"""Stage `rke2_service`: rke2-server or rke2-agent enabled and started (restarted when its files changed or
+rke2_install installed another release), the server's kubeconfig fetched to the state dir with its address
+rewritten (0600), and a wait until the node is Ready whose error names `journalctl -u rke2-server` /
+`rke2-agent`. Then, if the policy changed, the node is uncordoned."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import api, context, policy_reset
 from numalab.deploy.rke2.config import Rke2Files, kubeconfig
+from numalab.files import write_private
 from numalab.model.rke2_install import rewrite_kubeconfig_server
-from numalab.pki.store import write_private
 
 SERVER_KUBECONFIG = "/etc/rancher/rke2/rke2.yaml"
 
@@ -35,15 +37,16 @@ def wait_for_file_command(path: str, timeout: float, unit: str) -> str:
 
 
 @deploy("rke2_service")
-def rke2_service(written: Rke2Files) -> None:
-    """Start the service; on the server fetch the kubeconfig; wait until the node is Ready."""
+def rke2_service(written: Rke2Files, installed: Sequence[OperationMeta]) -> None:
+    """Start the service, or restart it when `written` (rke2_config) or `installed` (rke2_install) changed
+    something; on the server fetch the kubeconfig; wait until the node is Ready."""
     unit, name = written.service, context.node_name(host)
     timeout = float(context.data(host, "k8s_node_ready_timeout"))
     config = kubeconfig()
     existing = api.read_node(config, name)
     started = systemd.service(name=f"{unit} enabled and running", service=unit, running=True, enabled=True)
-    restarted = systemd.service(name=f"Restart {unit} for its new config", service=unit, restarted=True,
-                                _if=any_changed(*written.changed))
+    restarted = systemd.service(name=f"Restart {unit} for its new config or release", service=unit,
+                                restarted=True, _if=any_changed(*written.changed, *installed))
     if unit == "rke2-server":
         server.shell(name=f"Wait until {unit} writes its kubeconfig",
                      commands=[wait_for_file_command(SERVER_KUBECONFIG, timeout, unit)],
