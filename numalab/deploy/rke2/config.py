@@ -1,6 +1,7 @@
 """Stage `rke2_config`: /etc/rancher/rke2/config.yaml (join settings, holds the token: written as a secret,
 0600), the kubelet policy computed from the node's topology fact as kubelet-arg+ in
-config.yaml.d/50-numa-lab.yaml, and registries.yaml pointing at the lab registry with the cluster CA.
+config.yaml.d/50-numa-lab.yaml, and registries.yaml pointing at the lab registry with the cluster CA. A user's
+config file that sets one of the drop-in's kubelet flags is refused first (numalab.model.rke2_merge).
 
 A changed CPU or Memory Manager policy (or its reservations under static) plans the policy-change reset:
 rke2-server / rke2-agent is stopped and the stale checkpoint files removed before the drop-in changes.
@@ -22,11 +23,13 @@ from numalab.deploy import context, controller, policy_reset
 from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
+from numalab.deploy.rke2.facts import Rke2KubeletArgs
 from numalab.model.components import CLUSTER_CA
 from numalab.model.errors import ValidationError
 from numalab.model.kubelet import KubeletPolicy
 from numalab.model.rke2 import registries_config
 from numalab.model.rke2 import rke2_config as rke2_config_model
+from numalab.model.rke2_merge import check_user_kubelet_args
 from numalab.render import render
 
 CONFIG_DIR = "/etc/rancher/rke2"
@@ -81,6 +84,8 @@ def rke2_config() -> Rke2Files:
     """Write the three files; returns what changed for the service stage."""
     service = service_of(context.role_of(host))
     runs_pods = context.runs_pods(host)
+    if runs_pods:
+        refuse_user_kubelet_args()
     token = controller.rke2_token(host)
     files.directory(name="RKE2 config dirs", path=f"{CONFIG_DIR}/config.yaml.d", mode="755")
     changed = [
@@ -101,6 +106,15 @@ def rke2_config() -> Rke2Files:
                                  src=StringIO(render("rke2/registries.yaml.j2", **values)), dest=REGISTRIES,
                                  mode="644"))
     return Rke2Files(service, changed, stale)
+
+
+def refuse_user_kubelet_args() -> None:
+    """Before anything is written: a user's kubelet-arg for a flag the drop-in sets would add to it or mix into it
+    (numalab.model.rke2_merge), so the policy the node gets would not be the one computed and checked."""
+    try:
+        check_user_kubelet_args(host.get_fact(Rke2KubeletArgs, config_dir=CONFIG_DIR), own=DROPIN)
+    except ValidationError as exc:
+        raise DeployError(f"{host.name}: {exc}") from None
 
 
 def kubeconfig() -> Path:
