@@ -4,6 +4,7 @@ Hosts that run pods are judged first (`preflight`: a host the kubelet would refu
 anything is changed). Every host gets `base`. When the inventory declares a cluster (groups `registry`, `rke2_servers`,
 `rke2_agents`), the stages follow in order; each reads facts first, so a second run changes nothing.
 Every host passes each barrier, so a stage starts only when the one before it is done on all hosts.
+The nodes the cluster already has run their node stage one after another (numalab.deploy.policy_reset).
 The distribution (`k8s_distribution`, env NUMALAB_DISTRIBUTION for the lab) decides who runs the
 control plane and kubelets: `upstream` runs the binaries numa-lab builds or is given; `rke2` installs
 RKE2 (online, airgap or preinstalled), writes its config files and starts rke2-server, then rke2-agent.
@@ -13,6 +14,7 @@ from pyinfra import host
 
 from numalab.deploy import base, context, control_plane, node, numa_align, pki, registry, verify
 from numalab.deploy.operations import stage_barrier
+from numalab.deploy.policy_reset import one_node_at_a_time
 from numalab.deploy.preflight import preflight_stage
 from numalab.deploy.rke2 import rke2_config, rke2_install, rke2_service
 
@@ -34,12 +36,18 @@ if "rke2_servers" in roles:
     else:
         control_plane()
 stage_barrier(before="nodes")
-if roles and context.runs_pods(host):
+
+
+def node_stage() -> None:
     if distribution == "upstream":
         node()
     elif "rke2_agents" in roles:
         installed = rke2_install()
         rke2_service(rke2_config(), installed)
+
+
+if roles and context.runs_pods(host):
+    one_node_at_a_time(node_stage)  # nodes already in the cluster in turn: a policy reset drains one at a time
 stage_barrier(before="numa-align")
 if roles and context.runs_pods(host):
     numa_align()

@@ -61,33 +61,3 @@ def wait_node_ready(kubeconfig: Path, node: str, timeout: float, unit: str = "ku
         time.sleep(3)
     raise RuntimeError(f"node {node} not Ready after {timeout:.0f} s; see `journalctl -u {unit}` on {node}")
 
-
-def set_unschedulable(kubeconfig: Path, node: str, unschedulable: bool) -> None:
-    core_api(kubeconfig).patch_node(node, {"spec": {"unschedulable": unschedulable}})
-
-
-def drain(kubeconfig: Path, node: str, timeout: float = 120) -> None:
-    """Cordon `node` and delete its pods (not DaemonSet or mirror pods), waiting until they are gone."""
-    api = core_api(kubeconfig)
-    set_unschedulable(kubeconfig, node, True)
-    selector = f"spec.nodeName={node}"
-    doomed = [
-        pod for pod in api.list_pod_for_all_namespaces(field_selector=selector).items
-        if not any(ref.kind == "DaemonSet" for ref in pod.metadata.owner_references or [])
-        and "kubernetes.io/config.mirror" not in (pod.metadata.annotations or {})
-    ]
-    for pod in doomed:
-        try:
-            api.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    deadline = time.monotonic() + timeout
-    names = {(p.metadata.namespace, p.metadata.name) for p in doomed}
-    while names and time.monotonic() < deadline:
-        left = {(p.metadata.namespace, p.metadata.name)
-                for p in api.list_pod_for_all_namespaces(field_selector=selector).items}
-        names &= left
-        time.sleep(2)
-    if names:
-        raise RuntimeError(f"drain {node}: pods still there after {timeout:.0f} s: {sorted(names)}")

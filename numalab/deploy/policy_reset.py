@@ -1,19 +1,31 @@
 """The policy-change reset: when a node's CPU or Memory Manager policy (or its reservations under the
-static policies) changes, the kubelet refuses its old checkpoint files and does not start. So: drain
-the node if the API answers, stop the kubelet (with RKE2: rke2-server or rke2-agent, which runs it),
-remove the stale files, write the new config, start it, and uncordon once it is Ready. Never otherwise: a
-run with the same policy plans nothing. Both config forms are compared: a KubeletConfiguration (upstream)
-and RKE2's config.yaml.d drop-in with its `kubelet-arg` list."""
+static policies) changes, the kubelet refuses its old checkpoint files and does not start. So: drain the
+node if the API answers (cordon and mark it, evict its pods through the Eviction API so PodDisruptionBudgets
+hold), stop the kubelet (with RKE2: rke2-server or rke2-agent, which runs it), remove the stale files, write
+the new config, start it, and uncordon once it is Ready. Never otherwise: a run with the same policy plans
+nothing, except to finish a reset a failed run left (the node still marked: uncordoned once Ready). Both
+config forms are compared: a KubeletConfiguration (upstream) and RKE2's config.yaml.d drop-in with its
+`kubelet-arg` list.
+
+One node at a time: `one_node_at_a_time` runs the node stage of the nodes the cluster already has in turn,
+each after the one before it finished on its host (Ready, uncordoned); the mark keeps any other run from
+starting a second reset meanwhile (numalab.deploy.draining).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
+from pyinfra import host
+from pyinfra.api.host import Host
 from pyinfra.operations import files, python, systemd
 
-from numalab.deploy import api
+from numalab.deploy import api, context, draining
+from numalab.deploy.operations import stage_barrier
 from numalab.model.kubelet import state_files_to_remove
+from numalab.model.node_reset import release_planned
 
 RKE2_KUBELET_ARGS = ("kubelet-arg", "kubelet-arg+")
 
@@ -38,16 +50,11 @@ def _config_form(document: dict) -> list[str] | dict:
     return [arg for key in keys for arg in document.get(key) or []] if keys else document
 
 
-def _drain_if_api(kubeconfig: Path, node: str) -> None:
-    if api.read_node(kubeconfig, node) is not None:
-        api.drain(kubeconfig, node)
-
-
 def before_config(stale: list[str], kubeconfig: Path, name: str, service: str = "kubelet") -> None:
     """`service` is the unit that runs the kubelet; the stage starts it again after writing the config."""
     if not stale:
         return
-    python.call(name=f"Drain {name}: its manager policy changed", function=_drain_if_api,
+    python.call(name=f"Drain {name}: its manager policy changed", function=draining.drain,
                 kubeconfig=kubeconfig, node=name)
     systemd.service(name=f"Stop {service} (its kubelet) for the policy change", service=service, running=False)
     for path in stale:
@@ -55,6 +62,26 @@ def before_config(stale: list[str], kubeconfig: Path, name: str, service: str = 
 
 
 def after_ready(stale: list[str], kubeconfig: Path, name: str) -> None:
-    if stale:
-        python.call(name=f"Uncordon {name}", function=api.set_unschedulable,
-                    kubeconfig=kubeconfig, node=name, unschedulable=False)
+    """Call after the stage's wait for Ready: ends this run's reset, or one a failed run left marked."""
+    if release_planned(stale, None if stale else api.read_node(kubeconfig, name)):
+        python.call(name=f"Uncordon {name} (end of its policy-change reset)", function=draining.release,
+                    kubeconfig=kubeconfig, node=name)
+
+
+def one_node_at_a_time(stage: Callable[[], object]) -> None:
+    """Run the node `stage` on this host in its turn (call it from the same line on every host that runs
+    pods). A node the cluster does not have yet has no pods to protect and goes at once."""
+    name = context.node_name(host)
+    joined = api.read_node(context.state_dir(host) / "kubeconfig", name) is not None
+    take_turns(host, context.cluster_of(host).node_names, name, joined, stage)
+
+
+def take_turns(on: Host, order: Sequence[str], name: str, joined: bool, stage: Callable[[], object]) -> None:
+    """Every host walks `order`, passing a barrier per turn; a joined node runs `stage` in its own turn, so
+    pyinfra (which runs each operation on all hosts before the next) finishes it before the next turn."""
+    if not joined:
+        stage()
+    for turn in on.loop(order):
+        if joined and turn == name:
+            stage()
+        stage_barrier(before=f"the node after {turn}")
