@@ -3,7 +3,8 @@
 `numa_align_install: systemd` (default): a wheelhouse built on the controller for the node's Python is
 uploaded and installed into a venv at /opt/numa-align, run by the unit from templates/plugin/, and
 restarted when the wheels or its settings change. `daemonset`: the DaemonSet manifests from
-templates/plugin/ are applied with the image the user names (`numa_align_image`).
+templates/plugin/ are applied with the image the user names (`numa_align_image`) when they differ from
+what is live (image, settings or manifest); a settings change rolls the pods.
 """
 
 from __future__ import annotations
@@ -90,10 +91,11 @@ def _daemonset_install() -> None:
         return  # one host applies the cluster-wide DaemonSet
     kubeconfig = context.state_dir(host) / "kubeconfig"
     text = manifests.numa_align_daemonset(str(image), plugin_settings())
-    if manifests.daemonset_image(kubeconfig) == str(image):
-        host.noop(f"the numa-align DaemonSet already runs {image}")
+    if not manifests.needs_apply(text, manifests.live_state(kubeconfig)):
+        host.noop(f"the numa-align DaemonSet already runs {image} with these settings")
         return
-    python.call(name="Apply the numa-align DaemonSet", function=manifests.apply, kubeconfig=kubeconfig, text=text)
+    python.call(name="Apply the numa-align DaemonSet (its pods roll on a new image or settings)",
+                function=manifests.apply, kubeconfig=kubeconfig, text=text)
 
 
 @deploy("numa_align")

@@ -7,14 +7,16 @@ import yaml
 from numalab.render import render
 
 SOCKET_DIR = "/var/lib/kubelet/device-plugins"
+POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 ENV = {"NUMA_CAPACITY": "cpus", "NUMA_RESERVED_CPUS": "0,32", "NUMA_METRICS_ADDR": ":9201", "NUMA_LOG_LEVEL": "info"}
 
 
 def render_daemonset(**changes) -> dict[str, dict]:
     values = {
         "namespace": "kube-system", "image": "registry.local:5000/numa-align:0.1.0",
-        "image_pull_policy": "IfNotPresent", "socket_dir": SOCKET_DIR, "sysfs_dir": "/sys", "env": ENV,
-        "metrics_port": 9201, "node_selector": {"numa-lab/numa": "true"},
+        "image_pull_policy": "IfNotPresent", "socket_dir": SOCKET_DIR, "pod_resources_dir": POD_RESOURCES_DIR,
+        "sysfs_dir": "/sys", "env": ENV, "metrics_port": 9201, "node_selector": {"numa-lab/numa": "true"},
+        "settings_checksum": "s" * 64, "manifest_checksum": "m" * 64,
     } | changes
     documents = list(yaml.safe_load_all(render("plugin/daemonset.yaml.j2", **values)))
     return {doc["kind"]: doc for doc in documents}
@@ -28,16 +30,22 @@ def test_daemonset_mounts_the_device_plugins_dir_and_sysfs_at_the_paths_it_passe
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"] == "numa-align"
     assert pod["nodeSelector"] == {"numa-lab/numa": "true"}
     (container,) = pod["containers"]
-    assert container["securityContext"]["privileged"] is True
+    security = container["securityContext"]
+    assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]} and security["readOnlyRootFilesystem"] is True
     assert container["envFrom"] == [{"configMapRef": {"name": docs["ConfigMap"]["metadata"]["name"]}}]
     env = {item["name"]: item["value"] for item in container["env"]}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    volumes = {v["name"]: v["hostPath"] for v in pod["volumes"]}
+    volumes = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
     assert volumes["device-plugins"] == {"path": SOCKET_DIR, "type": "Directory"}
     assert mounts["device-plugins"]["mountPath"] == env["NUMA_SOCKET_DIR"] == SOCKET_DIR
+    assert volumes["pod-resources"] == {"path": POD_RESOURCES_DIR, "type": "Directory"}
+    assert mounts["pod-resources"] == {"name": "pod-resources", "mountPath": POD_RESOURCES_DIR, "readOnly": True}
     assert volumes["sysfs"]["path"] == "/sys"
     assert mounts["sysfs"]["mountPath"] == env["NUMA_SYSFS_ROOT"] and mounts["sysfs"]["readOnly"] is True
     assert container["ports"] == [{"name": "metrics", "containerPort": 9201, "protocol": "TCP"}]
+    assert docs["DaemonSet"]["metadata"]["annotations"] == {"numa-lab/manifest-sha256": "m" * 64}
+    assert docs["DaemonSet"]["spec"]["template"]["metadata"]["annotations"] == {"numa-lab/settings-sha256": "s" * 64}
     labels = docs["DaemonSet"]["spec"]["selector"]["matchLabels"]
     assert docs["DaemonSet"]["spec"]["template"]["metadata"]["labels"] == labels
 
