@@ -153,6 +153,10 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert reset.returncode == 0, reset_output[-6000:]
         assert "Remove /var/lib/kubelet/memory_manager_state" in reset_output
         assert "memory None" in reset_output
+        # One node at a time: each worker's reset ends (uncordon) before the next one's drain starts.
+        marks = [reset_output.index(f"{step} {worker}") for worker in ("worker-1", "worker-2", "worker-3")
+                 for step in ("Drain", "Uncordon")]
+        assert marks == sorted(marks), marks
         inspected = ssh(state, "worker-2", "numa-align inspect --format json")
         assert inspected.returncode == 0, inspected.stderr
         assert json.loads(inspected.stdout)["memory_manager"]["managed"] is False
