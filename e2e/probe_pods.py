@@ -81,13 +81,13 @@ def pinned_pod(worker: str, node: int, image: str, capacity_mode: str, cpus: int
     return probe_pod(dns_label("pin", worker, f"n{node}"), worker, "pinned", [container])
 
 
-def multi_container_pod(worker: str, node: int, image: str, capacity_mode: str) -> dict[str, Any]:
+def multi_container_pod(worker: str, node: int, image: str, capacity_mode: str, cpus: int = 1) -> dict[str, Any]:
     """Case 2: an anchoring init container and the app both ask for numa-<node>; a Guaranteed sidecar
-    does not."""
-    devices = devices_for(1, capacity_mode)
-    anchor = probe_container("anchor", "1", numa_node=node, devices=devices, hold=False, image=image)
-    app = probe_container("app", "1", numa_node=node, devices=devices, image=image)
-    sidecar = probe_container("sidecar", "1", image=image)
+    does not. Each asks `cpus` (a whole core under full-pcpus-only)."""
+    devices = devices_for(cpus, capacity_mode)
+    anchor = probe_container("anchor", str(cpus), numa_node=node, devices=devices, hold=False, image=image)
+    app = probe_container("app", str(cpus), numa_node=node, devices=devices, image=image)
+    sidecar = probe_container("sidecar", str(cpus), image=image)
     return probe_pod(dns_label("multi", worker, f"n{node}"), worker, "multi", [app, sidecar], [anchor])
 
 

@@ -39,7 +39,7 @@ def _run_wave(bodies: dict, cluster, settings, results) -> None:
         cluster.delete_pods(body["metadata"]["name"] for body in bodies.values())
 
 
-def test_pod_larger_than_its_numa_node_is_refused(cluster, workers, settings, inspect_node, results):
+def test_pod_larger_than_its_numa_node_is_refused(cluster, workers, settings, inspect_node, pinned_cpus, results):
     bodies = {}
     for worker, nodes in workers.items():
         try:
@@ -51,6 +51,7 @@ def test_pod_larger_than_its_numa_node_is_refused(cluster, workers, settings, in
         worker_cpus = parse_cpu_millis(cluster.node(worker)["status"]["allocatable"]["cpu"]) // 1000
         for node in nodes:
             wanted = _cpus_to_ask(report, node, settings.capacity_mode)
+            wanted = -(-wanted // pinned_cpus[worker]) * pinned_cpus[worker]  # whole cores: else SMTAlignmentError
             if settings.capacity_mode == "slots" and wanted > worker_cpus:
                 results.add(worker, node, "exhaustion", False,
                             detail=f"cannot build the case: {wanted} cpus exceed the worker's {worker_cpus} "

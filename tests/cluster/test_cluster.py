@@ -1,7 +1,8 @@
 """The real cluster: the default lab (registry, server, two 2-cell workers) running upstream Kubernetes,
-plus worker-3 shaped like a real server (2 threads per core, an offline CPU, a memory-only node, hugepages),
-on which the real kubelet shows what it accepts: the computed policy, whole-core reservations, pinned pods
-on cells with CPUs, and no numa-align device for the memory-only cell.
+plus worker-3 shaped like a real server (2 threads per core, a whole core offline, a memory-only node,
+hugepages) under full-pcpus-only, on which the real kubelet shows what it accepts: the computed policy,
+whole-core reservations, pinned pods on whole cores of cells with CPUs, part of a core refused, and no
+numa-align device for the memory-only cell.
 
 One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
@@ -32,7 +33,7 @@ from tests.lab.conftest import (
     run_numalab,
     run_pyinfra,
 )
-from tests.lab.shapes import REAL_SERVER_NUMA
+from tests.lab.shapes import CLUSTER_WORKER_NUMA
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
 DEPLOY = str(REPO / "deploys" / "cluster.py")
@@ -48,15 +49,21 @@ def changes(run: subprocess.CompletedProcess[str]) -> str:
     return results_row(run.stdout + run.stderr, "Grand total")[1]
 
 
-WORKER_3 = {"name": "worker-3", "groups": ["rke2_agents"], "numa": REAL_SERVER_NUMA}
+WORKER_3 = {"name": "worker-3", "groups": ["rke2_agents"], "numa": CLUSTER_WORKER_NUMA}
+WORKER_3_SETTINGS = {"cpu-manager-policy-options": {"full-pcpus-only": "true"}}
 
 
 def write_inventory(path: Path, memory_policy: str | None = None) -> Path:
-    """inventories/kvm.py as it is, or with the workers' Memory Manager policy overridden."""
-    override = "" if memory_policy is None else textwrap.dedent(f"""
+    """inventories/kvm.py with worker-3's CPU Manager options, and maybe the workers' Memory Manager policy."""
+    override = textwrap.dedent(f"""
         for _name, _data in rke2_agents:
-            _data["kubelet_settings"] = {{"memory-manager-policy": {memory_policy!r}}}
+            _data["kubelet_settings"] = {WORKER_3_SETTINGS!r} if _data["kvm_guest"] == "worker-3" else {{}}
         """)
+    if memory_policy is not None:
+        override += textwrap.dedent(f"""
+            for _name, _data in rke2_agents:
+                _data["kubelet_settings"]["memory-manager-policy"] = {memory_policy!r}
+            """)
     path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{override}")
     return path
 
@@ -89,11 +96,12 @@ def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) 
     assert kubelet["reservedSystemCPUs"] == "0-1"  # the whole first core, not cpu 0 alone
     assert kubelet["reservedMemory"] == [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]
     assert kubelet["cpuManagerPolicy"] == "static" and kubelet["memoryManagerPolicy"] == "Static"
+    assert kubelet["cpuManagerPolicyOptions"] == {"full-pcpus-only": "true"}
     resources = allocatable(state, "worker-3")
     assert resources["numa-align/numa-0"] == "100" and resources["numa-align/numa-1"] == "100"
     assert "numa-align/numa-2" not in resources  # the memory-only cell is never a device
     assert resources["hugepages-2Mi"] == "64Mi"
-    assert ssh(state, "worker-3", "cat /sys/devices/system/cpu/online").stdout.strip() == "0-6"
+    assert ssh(state, "worker-3", "cat /sys/devices/system/cpu/online").stdout.strip() == "0-5"
     assert ssh(state, "worker-3", "cat /sys/devices/system/node/node2/cpulist").stdout.strip() == ""
     preflight = subprocess.run([str(BIN / "numalab"), "preflight", str(inventory), "--format", "json"],
                                env=env, capture_output=True, text=True, timeout=600)
@@ -101,7 +109,7 @@ def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) 
     report = {entry["host"]: entry for entry in json.loads(preflight.stdout)}
     assert sorted(report) == ["worker-1", "worker-2", "worker-3"]
     shape = report["worker-3"]
-    assert shape["threads_per_core"] == 2 and shape["offline_cpus"] == "7" and shape["memory_only_nodes"] == [2]
+    assert shape["threads_per_core"] == 2 and shape["offline_cpus"] == "6-7" and shape["memory_only_nodes"] == [2]
     assert shape["hugepages"] == {"0": {"2Mi": 32}} and shape["cgroup_version"] == 2
     assert "reserved-cpus=0-1" in shape["kubelet_args"]
 
@@ -136,6 +144,9 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                            if line.split()[:3] == [worker, str(node), "pinned"])
                 assert row[3] == "pass" and row[5] == str(node), row  # Mems_allowed_list is node N
         assert not any(line.split()[:2] == ["worker-3", "2"] for line in table.splitlines())
+        # full-pcpus-only on the real kubelet: pinned pods got whole cores (above), part of a core is refused
+        split = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-3", "0", "whole-core"])
+        assert split[3] == "pass" and "SMTAlignmentError" in " ".join(split), split
 
         inspected = ssh(state, "worker-1", "numa-align inspect --format json")
         assert inspected.returncode == 0, inspected.stderr

@@ -10,3 +10,13 @@ REAL_SERVER_NUMA = {
         {"id": 2, "memory": "512Mi"},
     ],
 }
+
+CLUSTER_WORKER_NUMA = {
+    **REAL_SERVER_NUMA,
+    "cells": [REAL_SERVER_NUMA["cells"][0], {**REAL_SERVER_NUMA["cells"][1], "offline_cpus": "6-7"},
+              REAL_SERVER_NUMA["cells"][2]],
+}
+"""The cluster test's worker-3: the same shape with the whole core {6,7} offline, because it runs the CPU
+Manager with full-pcpus-only. The kubelet's CPUsPerCore is online CPUs // cores with an online CPU, so vCPU 7
+alone offline gives 7 // 4 = 1 and turns the whole-core check off; numa-lab refuses full-pcpus-only there
+(numalab.model.kubelet_shape.check_whole_cores)."""

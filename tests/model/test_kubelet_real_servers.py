@@ -126,6 +126,21 @@ def test_options_the_kubelet_refuses_together(tmp_path: Path) -> None:
     assert "full-pcpus-only and distribute-cpus-across-cores cannot be used together" in str(err)
 
 
+def test_full_pcpus_only_needs_every_core_whole_or_wholly_offline(tmp_path: Path) -> None:
+    full = {"cpu-manager-policy-options": {"full-pcpus-only": "true"}}
+    # one offline sibling: the kubelet's CPUsPerCore is 7 // 4 = 1, so its whole-core check would pass 1 CPU
+    half = shape(tmp_path / "half", {0: "0-3", 1: "4-7"}, threads_per_core=2, offline_cpus="7")
+    err = refused(half, **full)
+    assert err.field == "settings.cpu-manager-policy-options.full-pcpus-only"
+    assert "7 CPUs / 4 cores = 1 CPU(s) per core" in str(err) and "online: 6" in str(err)
+    assert args(half)["reserved-cpus"] == ["0-1"]  # without the option the shape is fine
+    # a whole core offline, or nosmt (every core down to one thread): the kubelet counts right
+    whole = shape(tmp_path / "whole", {0: "0-3", 1: "4-7"}, threads_per_core=2, offline_cpus="6-7")
+    assert args(whole, **full)["cpu-manager-policy-options"] == ["full-pcpus-only=true"]
+    nosmt = shape(tmp_path / "nosmt", {0: "0-7"}, threads_per_core=2, offline_cpus="1,3,5,7")
+    assert args(nosmt, **full)["cpu-manager-policy-options"] == ["full-pcpus-only=true"]
+
+
 def test_cgroup_v1_is_refused_for_kubelets_that_dropped_it(tmp_path: Path) -> None:
     topology = shape(tmp_path, {0: "0-3", 1: "4-7"})
     err = refused(topology, cgroup_version=1, **{"kubelet-version": "v1.36.3"})
