@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from numalab.cli import UsageError
-from numalab.lint.rules import RULES, Finding, LintSettings, lint_workload
-from numalab.lint.workloads import POD_SPEC_PATHS, ManifestError, load_documents, workloads
+from numalab.lint.rules import DEFAULT_SCOPE, RULES, Finding, LintSettings, lint_workload
+from numalab.lint.workloads import POD_SPEC_PATHS, ManifestError, load_documents, source_name, workloads
 from numalab.model.errors import ValidationError
 from numalab.model.topology import Topology
 from numalab.yamlfile import load_yaml
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
             "2 unreadable input."
         ),
     )
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="manifest files; - reads stdin")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument(
         "--topology", type=Path, metavar="FILE",
@@ -43,8 +43,9 @@ def register(subparsers: Any) -> None:
              "default from $NUMA_CAPACITY, else slots",
     )
     parser.add_argument(
-        "--topology-scope", choices=("container", "pod"), default="container",
-        help="the kubelet's topologyManagerScope (default container, the kubelet's default)",
+        "--topology-scope", choices=("container", "pod"), default=DEFAULT_SCOPE,
+        help=f"the kubelet's topologyManagerScope (default {DEFAULT_SCOPE}: what numa-lab's deploy writes "
+             "unless settings.topology-manager-scope says otherwise)",
     )
     parser.set_defaults(func=run)
 
@@ -57,20 +58,23 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([finding.as_dict() for finding in findings], indent=2))
     else:
         for finding in findings:
-            print(finding.line())
+            print(finding.text())
     return EXIT_FINDINGS if findings else EXIT_CLEAN
 
 
 def lint_files(paths: list[Path], settings: LintSettings) -> list[Finding]:
     """Findings of every workload in the files, in file order; unreadable input raises UsageError."""
     findings: list[Finding] = []
+    if sum(str(path) == "-" for path in paths) > 1:
+        raise UsageError("lint: - (standard input) can be given once")
     for path in paths:
+        source = source_name(path)
         try:
-            for workload in workloads(str(path), load_documents(path)):
+            for workload in workloads(source, load_documents(path)):
                 try:
                     findings.extend(lint_workload(workload, settings))
                 except ValidationError as exc:
-                    raise ManifestError(f"{path}: document {workload.document}: {workload.object}: {exc}") from None
+                    raise ManifestError(f"{source}: document {workload.document}: {workload.object}: {exc}") from None
         except (ManifestError, ValidationError) as exc:
             raise UsageError(str(exc)) from None
     return findings

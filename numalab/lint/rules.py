@@ -13,6 +13,7 @@ from typing import Literal
 from numa_align.cpulist import format_cpulist
 
 from numalab.lint.workloads import Workload
+from numalab.model.kubelet_settings import KubeletSettings
 from numalab.model.quantity import format_millis, parse_cpu_millis
 from numalab.placement import (
     ContainerRef,
@@ -26,6 +27,8 @@ from numalab.placement import (
 
 CapacityMode = Literal["slots", "cpus"]
 Scope = Literal["container", "pod"]
+DEFAULT_SCOPE: Scope = "pod" if KubeletSettings().topology_manager_scope == "pod" else "container"
+"""The scope numa-lab's deploy writes unless told otherwise, so lint judges what will run."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class LintSettings:
     scope: the kubelet's topologyManagerScope; worker_nodes: NUMA node ids per worker, None if unknown."""
 
     capacity_mode: CapacityMode = "slots"
-    scope: Scope = "container"
+    scope: Scope = DEFAULT_SCOPE
     worker_nodes: Mapping[str, frozenset[int]] | None = None
 
 
@@ -43,13 +46,14 @@ class Finding:
     rule: str
     source: str
     document: int
+    line: int  # of the field, or of the deepest part of its path that the manifest has
     object: str
     container: str
     field: str
     message: str
 
-    def line(self) -> str:
-        return (f"{self.source}:{self.document}: {self.object} container {self.container}: "
+    def text(self) -> str:
+        return (f"{self.source}:{self.line}: {self.object} container {self.container}: "
                 f"{self.field}: {self.message} [{self.rule}]")
 
     def as_dict(self) -> dict[str, object]:
@@ -102,16 +106,22 @@ def numa_align_limits(workload: Workload, refs: list[ContainerRef], settings: Li
 
 
 def several_nodes(workload: Workload, refs: list[ContainerRef], settings: LintSettings):
-    """One pod is aligned to one NUMA node; asking for two can never be satisfied together."""
-    first: int | None = None
-    for ref in refs:
-        for name, section in _numa_align_names(ref).items():
-            node = numa_align_node(name)
-            if first is None:
-                first = node
-            elif node != first:
-                yield (ref, f"{ref.path}.resources.{section}.{name}",
-                       f"asks for NUMA node {node} while the pod already asks for node {first}")
+    """What single-numa-node aligns is one NUMA node per scope: the whole pod (init containers too,
+    the kubelet sums their requests into one pod hint) with scope pod, each container on its own with
+    scope container. Asking one scope for two nodes can never be satisfied."""
+    groups = [refs] if settings.scope == "pod" else [[ref] for ref in refs]
+    owner = "pod" if settings.scope == "pod" else "container"
+    for group in groups:
+        first: int | None = None
+        for ref in group:
+            for name, section in _numa_align_names(ref).items():
+                node = numa_align_node(name)
+                if first is None:
+                    first = node
+                elif node != first:
+                    yield (ref, f"{ref.path}.resources.{section}.{name}",
+                           f"asks for NUMA node {node} while the {owner} already asks for node {first} "
+                           f"(topologyManagerScope {settings.scope}: one node per {owner})")
 
 
 def init_anchor(workload: Workload, refs: list[ContainerRef], settings: LintSettings):
@@ -175,6 +185,6 @@ def lint_workload(workload: Workload, settings: LintSettings) -> list[Finding]:
     findings: list[Finding] = []
     for rule_name, rule in RULES.items():
         for ref, path, message in rule(workload, refs, settings):
-            findings.append(Finding(rule_name, workload.source, workload.document, workload.object,
-                                    ref.name, path, message))
+            findings.append(Finding(rule_name, workload.source, workload.document, workload.line_of(path),
+                                    workload.object, ref.name, path, message))
     return findings

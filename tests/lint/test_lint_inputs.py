@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
+import yaml
 
 from numalab.cli import main
+from numalab.lint.workloads import line_of
 
 TEMPLATE = """\
       containers:
@@ -52,7 +55,7 @@ def test_text_output_is_one_line_per_finding(tmp_path, capsys):
     assert code == 1 and err == ""
     lines = out.splitlines()
     assert lines == [
-        f"{path}:2: Deployment/w container app: spec.template.spec.containers[0].resources.limits.cpu: "
+        f"{path}:15: Deployment/w container app: spec.template.spec.containers[0].resources.limits.cpu: "
         "cpu 500m is not a whole number of cores: the container runs in the shared pool [fractional-cpu]",
     ]
 
@@ -94,3 +97,40 @@ def test_bad_topology_file_exits_2_naming_the_field(tmp_path, capsys):
     assert main(["lint", str(manifest), "--topology", str(topology)]) == 2
     err = capsys.readouterr().err
     assert "worker-a.cells[0].cpus" in err and err.count("\n") == 1
+
+
+def test_findings_give_the_line_of_the_field_and_the_document(tmp_path, capsys):
+    """The line is the field's own (the cpu key on line 15 of the second document), so an editor jumps
+    to it; JSON keeps the document number too."""
+    service = "kind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n"
+    code, out, _, _ = run(tmp_path, capsys, service, wrapped("Deployment"), fmt="json")
+    [finding] = json.loads(out)
+    assert (code, finding["document"], finding["line"]) == (1, 2, 15)
+    assert (tmp_path / "m.yaml").read_text().splitlines()[14].strip().startswith("limits: {cpu: 500m")
+
+
+def test_a_missing_field_points_at_the_deepest_part_that_exists():
+    text = "spec:\n  containers:\n  - name: a\n    resources:\n      limits:\n        example.com/gpu: 1\n"
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    assert line_of(node, "spec.containers[0].resources.limits.example.com/gpu") == 6  # a key with dots
+    assert line_of(node, "spec.containers[0].resources.requests.memory") == 4  # no requests: resources
+    assert line_of(node, "spec.containers[3].resources") == 2  # no such container: the list
+
+
+def test_dash_reads_the_manifest_from_stdin(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(wrapped("Job")))
+    assert main(["lint", "-"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("<stdin>:10: Job/w container app: spec.template.spec.containers[0].resources.limits.cpu")
+
+
+def test_dash_twice_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(wrapped("Job")))
+    assert main(["lint", "-", "-"]) == 2
+    assert "- (standard input) can be given once" in capsys.readouterr().err
+
+
+def test_not_yaml_on_stdin_names_stdin_and_the_line(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("kind: Pod\nspec: [unclosed\n"))
+    assert main(["lint", "-"]) == 2
+    assert "<stdin>:3: not YAML" in capsys.readouterr().err

@@ -53,7 +53,8 @@ CASES = {
     "numa-align-limits": (pod(app_req=", numa-align/numa-1: 2"), pod(app_req=", numa-align/numa-1: 1"), []),
     "several-nodes": (pod(init=init_block(", numa-align/numa-0: 1")),
                       pod(init=init_block(", numa-align/numa-1: 1")), ["--topology-scope", "pod"]),
-    "init-anchor": (pod(init=init_block("")), pod(init=init_block(", numa-align/numa-1: 1")), []),
+    "init-anchor": (pod(init=init_block("")), pod(init=init_block(", numa-align/numa-1: 1")),
+                    ["--topology-scope", "container"]),
     "capacity-count": (pod(cpu="2"), pod(cpu="2", app_lim=", numa-align/numa-1: 2"), ["--capacity-mode", "cpus"]),
     "unknown-node": (pod(app_lim=", numa-align/numa-3: 1"), pod(app_lim=", numa-align/numa-2: 1"),
                      ["--topology", "TOPOLOGY"]),
@@ -107,3 +108,24 @@ def test_init_anchor_ignored_with_pod_scope(tmp_path, capsys):
 def test_workloads_without_numa_align_are_not_judged(tmp_path, capsys):
     code, findings, _ = lint(tmp_path, capsys, pod(cpu="100m", app_lim=""))
     assert (code, findings) == (0, [])
+
+
+def test_default_scope_is_the_deploys_pod_scope(tmp_path, capsys):
+    """numa-lab writes topologyManagerScope pod unless told otherwise, so lint judges that by default:
+    an init container without the app's device is fine, one on another node is not."""
+    assert lint(tmp_path, capsys, pod(init=init_block("")))[:2] == (0, [])
+    code, findings, _ = lint(tmp_path, capsys, pod(init=init_block(", numa-align/numa-0: 1")))
+    assert code == 1 and [f["rule"] for f in findings] == ["several-nodes"]
+    assert "one node per pod" in findings[0]["message"]
+
+
+def test_several_nodes_with_container_scope_is_judged_per_container(tmp_path, capsys):
+    """With scope container each container is aligned on its own: an init container on node 0 and the
+    app on node 1 can both be admitted; one container asking for two nodes never can."""
+    apart = pod(init=init_block(", numa-align/numa-0: 1"))
+    code, findings, _ = lint(tmp_path, capsys, apart, "--topology-scope", "container")
+    assert [f["rule"] for f in findings] == ["init-anchor"]
+    both = pod(app_lim=", numa-align/numa-0: 1, numa-align/numa-1: 1")
+    code, findings, _ = lint(tmp_path, capsys, both, "--topology-scope", "container")
+    assert code == 1 and [(f["rule"], f["container"]) for f in findings] == [("several-nodes", "app")]
+    assert "one node per container" in findings[0]["message"]
