@@ -71,6 +71,7 @@ class Cluster:
         self.core = client.CoreV1Api(api)
         self.namespace = namespace
         self.pod_timeout = pod_timeout
+        self.unreachable: str | None = None  # the last log read the apiserver could not proxy to a kubelet
 
     # --- nodes ---------------------------------------------------------------------------------
 
@@ -180,7 +181,8 @@ class Cluster:
             if status.get("phase") in ("Failed", "Succeeded"):
                 raise PodTrouble(f"probe output missing for {sorted(set(wanted) - set(logs))}: {self.explain(name)}")
             if time.monotonic() > deadline:
-                raise PodTrouble(f"no probe output after {self.pod_timeout:.0f}s: {self.explain(name)}")
+                seen = f" (last log read: {self.unreachable})" if self.unreachable else ""
+                raise PodTrouble(f"no probe output after {self.pod_timeout:.0f}s{seen}: {self.explain(name)}")
             time.sleep(POLL_SECONDS)
 
     def wait_until(self, name: str, judge: Callable[[dict[str, Any]], tuple[bool | None, str]],
@@ -208,6 +210,11 @@ class Cluster:
             return self.core.read_namespaced_pod_log(name, self.namespace, container=container)
         except ApiException as exc:
             if exc.status in (400, 404):  # not started yet
+                return None
+            if exc.status is not None and exc.status >= 500:
+                # The apiserver could not reach the node's kubelet (restarting, or its port not up yet):
+                # not a verdict on the pod; asked again until the pod's deadline, which names it.
+                self.unreachable = f"{exc.status} {(exc.body or exc.reason or '').strip()[:300]}"
                 return None
             raise
 

@@ -79,6 +79,20 @@ def e2e(state: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=2400)
 
 
+def kubelet_history(state: Path) -> str:
+    """Each worker's kubelet restarts by systemd (a crash, not `systemctl restart`) and its last exits,
+    and the guest kernel's OOM kills: what a failed e2e run needs when a kubelet was unreachable."""
+    command = ("systemctl show kubelet -p NRestarts -p ExecMainStartTimestamp; "
+               "journalctl -u kubelet --no-pager -o short-monotonic | "
+               "grep -E 'Main process exited|Failed with result|Scheduled restart|Started' | tail -n 8; "
+               "dmesg | grep -iE 'out of memory|oom-kill|killed process' | tail -n 5")
+    parts = ["", "kubelet history per worker:"]
+    for worker in ("worker-1", "worker-2", "worker-3"):
+        seen = ssh(state, worker, command)
+        parts.append(f"--- {worker} (ssh rc {seen.returncode})\n{seen.stdout.strip()}\n{seen.stderr.strip()}")
+    return "\n".join(parts)
+
+
 def configz(state: Path, node: str) -> dict:
     api = client.CoreV1Api(config.new_client_from_config(str(state / "kubeconfig")))
     raw = api.connect_get_node_proxy_with_path(node, "configz", _preload_content=False).data
@@ -137,7 +151,9 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
 
         suite = e2e(state, env)
         table = suite.stdout + suite.stderr
-        assert suite.returncode == 0, table[-8000:]
+        history = kubelet_history(state)
+        print(history)  # shown with any failure below; NRestarts=0 means no kubelet crashed during e2e
+        assert suite.returncode == 0, table[-8000:] + history
         for worker in ("worker-1", "worker-2", "worker-3"):
             for node in (0, 1):
                 row = next(line.split() for line in table.splitlines()
