@@ -35,6 +35,7 @@ from numalab.lab.inventory import lab_of_inventory
 from numalab.lab.provisioning import POOL_ROOT, lab_of_xml
 from numalab.lab.spec import Lab
 from numalab.model.topology import Topology
+from tests.lab.consoles import keep_consoles, note_lab, pytest_runtest_makereport, pytest_runtest_setup  # noqa: F401  (hooks)
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -126,6 +127,10 @@ def run_pyinfra(
 
 
 def run_numalab(inventory: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`numalab lab ...`; before a destroy, the guests' console logs are copied out of the state dir
+    so a failure can still show them."""
+    if args[:1] == ("destroy",) and env.get("NUMALAB_STATE_DIR"):
+        keep_consoles(Path(env["NUMALAB_STATE_DIR"]))
     return subprocess.run(
         [str(BIN / "numalab"), "lab", *args, "--inventory", str(inventory)],
         env=dict(env),
@@ -164,6 +169,7 @@ def kvm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
     env = lab_env(f"pytest-{os.getpid()}", workdir / "state", free_subnet())
     inventory = write_inventory(workdir / "inventory.py", TEST_GUESTS)
     lab = lab_of_inventory_with_env(inventory, env)
+    note_lab(lab.settings.state_dir.expanduser(), session=True)
     running = RunningLab(lab, inventory, env)
     try:
         running.first_run = running.pyinfra(str(DEPLOY))
@@ -189,7 +195,9 @@ def lab_of_inventory_with_env(inventory: Path, env: Mapping[str, str]) -> Lab:
     try:
         os.environ.clear()
         os.environ.update(env)
-        return lab_of_inventory(inventory)
+        lab = lab_of_inventory(inventory)
+        note_lab(lab.settings.state_dir.expanduser())
+        return lab
     finally:
         os.environ.clear()
         os.environ.update(saved)
