@@ -1,3 +1,18 @@
-"""The cluster test's failures show its guests' console logs, as the lab tests' do."""
+"""The cluster test's failures show its guests' console logs, as the lab tests' do, and every run
+prints how long each of its steps took."""
 
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster.steps import STEPS
 from tests.lab.consoles import pytest_runtest_makereport, pytest_runtest_setup  # noqa: F401  (hooks)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not STEPS:
+        return
+    terminalreporter.section("cluster test steps")
+    for name, seconds in STEPS:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {name}")
+    terminalreporter.write_line(f"{sum(s for _, s in STEPS):8.1f} s  total")

@@ -23,6 +23,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from tests.cluster.steps import step
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -138,7 +139,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
     inventory = write_inventory(tmp_path / "inventory.py")
     lab = lab_of_inventory_with_env(inventory, env)
     try:
-        first = run_pyinfra(inventory, env, DEPLOY, timeout=2400)
+        with step("first deploy (lab up, build or cache, every stage)"):
+            first = run_pyinfra(inventory, env, DEPLOY, timeout=2400)
         output = first.stdout + first.stderr
         assert first.returncode == 0, output[-6000:]
         assert "Kubernetes distribution: upstream" in output
@@ -147,9 +149,11 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                     "topology single-numa-node/pod") in output
         assert (state / "kubeconfig").stat().st_mode & 0o777 == 0o600
         assert ssh(state, "worker-1", "/usr/local/bin/kubelet --version").stdout.strip() == "Kubernetes v1.36.3"
-        check_real_server_worker(state, env, inventory)
+        with step("worker-3 checks and preflight"):
+            check_real_server_worker(state, env, inventory)
 
-        suite = e2e(state, env)
+        with step("e2e suite"):
+            suite = e2e(state, env)
         table = suite.stdout + suite.stderr
         history = kubelet_history(state)
         print(history)  # shown with any failure below; NRestarts=0 means no kubelet crashed during e2e
@@ -169,13 +173,15 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         report = json.loads(inspected.stdout)
         assert report["memory_manager"]["policy"] == "Static" and report["memory_manager"]["managed"]
 
-        second = run_pyinfra(inventory, env, DEPLOY, timeout=1800)
+        with step("second deploy (no changes)"):
+            second = run_pyinfra(inventory, env, DEPLOY, timeout=1800)
         assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
         assert changes(second) == "-", "the second deploy run changed something"
 
         # Memory Manager None: the stale memory_manager_state is removed once; the run after changes nothing.
         none_inventory = write_inventory(tmp_path / "inventory-none.py", memory_policy="None")
-        reset = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
+        with step("Memory Manager None reset"):
+            reset = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
         reset_output = reset.stdout + reset.stderr
         assert reset.returncode == 0, reset_output[-6000:]
         assert "Remove /var/lib/kubelet/memory_manager_state" in reset_output
@@ -187,12 +193,15 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         inspected = ssh(state, "worker-2", "numa-align inspect --format json")
         assert inspected.returncode == 0, inspected.stderr
         assert json.loads(inspected.stdout)["memory_manager"]["managed"] is False
-        pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
+        with step("e2e pinned pods under None"):
+            pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
         assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:]
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
-        again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
+        with step("deploy after the reset (no changes)"):
+            again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
         assert again.returncode == 0 and changes(again) == "-", (again.stdout + again.stderr)[-4000:]
     finally:
-        destroyed = run_numalab(inventory, env, "destroy")
+        with step("destroy"):
+            destroyed = run_numalab(inventory, env, "destroy")
     assert destroyed.returncode == 0, destroyed.stderr
     assert leftovers(lab) == []
