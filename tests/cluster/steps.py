@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,3 +20,13 @@ def step(name: str) -> Iterator[None]:
         failed = False
     finally:
         STEPS.append((name + (" (failed)" if failed else ""), time.monotonic() - started))
+
+
+DURATION = re.compile(r"^\s*(\d+\.\d+)s\s+(call|setup|teardown)\s+(\S+)")
+
+
+def note_durations(prefix: str, pytest_output: str) -> None:
+    """List the slowest tests of a nested pytest run (its --durations lines) under the step that ran it."""
+    for line in pytest_output.splitlines():
+        if found := DURATION.match(line):
+            STEPS.append((f"  {prefix} {found.group(2)} {found.group(3)}", float(found.group(1))))

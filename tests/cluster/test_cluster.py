@@ -23,7 +23,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from tests.cluster.steps import step
+from tests.cluster.steps import note_durations, step
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -153,7 +153,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             check_real_server_worker(state, env, inventory)
 
         with step("e2e suite"):
-            suite = e2e(state, env)
+            suite = e2e(state, env, "--durations=8")
+        note_durations("e2e", suite.stdout)
         table = suite.stdout + suite.stderr
         history = kubelet_history(state)
         print(history)  # shown with any failure below; NRestarts=0 means no kubelet crashed during e2e
