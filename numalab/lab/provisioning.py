@@ -43,7 +43,7 @@ class GuestStatus:
 
 
 # What the cluster stages keep in the lab's state dir (numalab.deploy): gone with the lab it belongs to.
-CLUSTER_STATE = ("pki", "kubeconfig", "wheelhouse", "rke2-token", ".rke2-token.lock", "rke2")
+CLUSTER_STATE = ("pki", "kubeconfig", "wheelhouse", "rke2-token", ".rke2-token.lock", "rke2", "policy-reset.lock")
 
 
 class LabHost:
