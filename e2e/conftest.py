@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,11 +204,21 @@ def pinned_cpus(cluster: Cluster, workers: dict[str, list[int]], hosts) -> dict[
 
 
 @pytest.fixture(scope="session")
-def hosts(pytestconfig: pytest.Config, settings: Settings, workers: dict[str, list[int]]):
-    """Worker name -> testinfra host over ssh with the lab's ssh_config (testinfra's --sudo applies)."""
+def ssh_control_dir() -> Iterator[Path]:
+    """Where the workers' shared SSH connections live: testinfra runs every check as its own ssh command,
+    and without a ControlPath each one is a new handshake (seconds on an emulated guest)."""
+    path = Path(tempfile.mkdtemp(prefix="numalab-ssh-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hosts(pytestconfig: pytest.Config, settings: Settings, workers: dict[str, list[int]], ssh_control_dir: Path):
+    """Worker name -> testinfra host over ssh with the lab's ssh_config (testinfra's --sudo applies), one
+    SSH connection per worker for the run (ControlMaster, kept 60 s after its last use)."""
     return {
         worker: testinfra.get_host(f"ssh://{settings.ssh_host(worker)}", ssh_config=str(settings.ssh_config),
-                                   sudo=pytestconfig.option.sudo)
+                                   sudo=pytestconfig.option.sudo, controlpath=str(ssh_control_dir / "%C"))
         for worker in workers
     }
 

@@ -18,8 +18,10 @@ once (and kept across runs under ~/.local/share/numa-lab/images, keyed by its re
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -171,18 +173,21 @@ def kvm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
     lab = lab_of_inventory_with_env(inventory, env)
     note_lab(lab.settings.state_dir.expanduser(), session=True)
     running = RunningLab(lab, inventory, env)
+    control = Path(tempfile.mkdtemp(prefix="numalab-ssh-"))  # one SSH connection per guest, not per check
     try:
         running.first_run = running.pyinfra(str(DEPLOY))
         assert running.first_run.returncode == 0, running.first_run.stdout + running.first_run.stderr
         ssh_config = lab.settings.state_dir / "ssh_config"
         for guest in lab.guests:
-            host = testinfra.get_host(f"ssh://{guest.name}", ssh_config=str(ssh_config))
+            host = testinfra.get_host(f"ssh://{guest.name}", ssh_config=str(ssh_config),
+                                      controlpath=str(control / "%C"))
             running.guests[guest.name] = LabGuest(guest.name, str(guest.address), ssh_config, host, guest.topology)
         yield running
     finally:
         destroyed = running.numalab("destroy")
         again = running.numalab("destroy")
         left = leftovers(lab)
+        shutil.rmtree(control, ignore_errors=True)
     assert destroyed.returncode == 0, destroyed.stderr
     assert "removed domain" in destroyed.stdout and "removed network" in destroyed.stdout
     assert again.returncode == 0 and "nothing to remove" in again.stdout, again.stdout + again.stderr
