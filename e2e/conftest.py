@@ -218,7 +218,7 @@ def hosts(pytestconfig: pytest.Config, settings: Settings, workers: dict[str, li
     SSH connection per worker for the run (ControlMaster, kept 60 s after its last use)."""
     return {
         worker: testinfra.get_host(f"ssh://{settings.ssh_host(worker)}", ssh_config=str(settings.ssh_config),
-                                   sudo=pytestconfig.option.sudo, controlpath=str(ssh_control_dir / "%C"))
+                                   sudo=pytestconfig.option.sudo, controlpath=str(ssh_control_dir / "%%C"))
         for worker in workers
     }
 

@@ -180,7 +180,7 @@ def kvm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
         ssh_config = lab.settings.state_dir / "ssh_config"
         for guest in lab.guests:
             host = testinfra.get_host(f"ssh://{guest.name}", ssh_config=str(ssh_config),
-                                      controlpath=str(control / "%C"))
+                                      controlpath=str(control / "%%C"))
             running.guests[guest.name] = LabGuest(guest.name, str(guest.address), ssh_config, host, guest.topology)
         yield running
     finally:
