@@ -21,6 +21,8 @@ from numa_align.metrics import Metrics
 log = logging.getLogger(__name__)
 
 OPTIONS = api.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+END_WAIT = 2.0
+"""Seconds end_streams waits for the stream handlers to return before the server may be stopped."""
 
 
 class NodeDevicePlugin(api_grpc.DevicePluginServicer):
@@ -39,6 +41,7 @@ class NodeDevicePlugin(api_grpc.DevicePluginServicer):
         self._version = 0
         self._epoch = 0
         """Bumped by end_streams; a stream opened in an older epoch returns."""
+        self._open_streams = 0
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -61,11 +64,15 @@ class NodeDevicePlugin(api_grpc.DevicePluginServicer):
         with self._cond:
             return self._devices
 
-    def end_streams(self) -> None:
-        """End every open ListAndWatch stream with status OK."""
+    def end_streams(self, wait: float = END_WAIT) -> None:
+        """End every open ListAndWatch stream with status OK, and wait (at most `wait` s) until their
+        handlers returned: a server stopped before that cancels the stream (UNAVAILABLE) instead."""
         with self._cond:
             self._epoch += 1
             self._cond.notify_all()
+            if not self._cond.wait_for(lambda: self._open_streams == 0, timeout=wait):
+                log.warning("%s: %d ListAndWatch stream(s) still open %.1f s after ending them",
+                            self.resource, self._open_streams, wait)
 
     # -- DevicePlugin service ----------------------------------------------------------------------
 
@@ -76,15 +83,21 @@ class NodeDevicePlugin(api_grpc.DevicePluginServicer):
         context.add_callback(self._wake)
         with self._cond:
             epoch = self._epoch
+            self._open_streams += 1
         sent = 0
-        while True:
+        try:
+            while True:
+                with self._cond:
+                    while self._version == sent and self._epoch == epoch and context.is_active():
+                        self._cond.wait()
+                    if self._epoch != epoch or not context.is_active():
+                        return
+                    sent, devices = self._version, self._devices
+                yield api.ListAndWatchResponse(devices=devices)
+        finally:
             with self._cond:
-                while self._version == sent and self._epoch == epoch and context.is_active():
-                    self._cond.wait()
-                if self._epoch != epoch or not context.is_active():
-                    return
-                sent, devices = self._version, self._devices
-            yield api.ListAndWatchResponse(devices=devices)
+                self._open_streams -= 1
+                self._cond.notify_all()
 
     def GetPreferredAllocation(
         self, request: api.PreferredAllocationRequest, context: grpc.ServicerContext
