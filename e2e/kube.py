@@ -166,6 +166,7 @@ class Cluster:
         """Wait until every named container printed a complete probe block; return the parsed blocks."""
         wanted = list(containers)
         logs: dict[str, ProbeReport] = {}
+        self.unreachable = None  # a refusal seen while waiting for another pod is not this one's
         deadline = time.monotonic() + self.pod_timeout
         while True:
             pod = self.pod(name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from numa_align.cpulist import format_cpulist
 
@@ -27,7 +27,7 @@ from numalab.placement import (
 
 CapacityMode = Literal["slots", "cpus"]
 Scope = Literal["container", "pod"]
-DEFAULT_SCOPE: Scope = "pod" if KubeletSettings().topology_manager_scope == "pod" else "container"
+DEFAULT_SCOPE = cast(Scope, KubeletSettings().topology_manager_scope)
 """The scope numa-lab's deploy writes unless told otherwise, so lint judges what will run."""
 
 

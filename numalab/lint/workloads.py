@@ -110,8 +110,9 @@ def load_documents(path: Path) -> list[Document]:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ManifestError(f"{source}: cannot read: {reason}") from None
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-        documents = [Document(yaml.SafeLoader("").construct_document(node), node) for node in nodes if node]
+        constructor = yaml.SafeLoader("")
+        documents = [Document(constructor.construct_document(node), node)
+                     for node in yaml.compose_all(text, Loader=yaml.SafeLoader)]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{mark.line + 1}:" if mark is not None else ""
@@ -134,22 +135,14 @@ def workloads(source: str, documents: Sequence[Document | Any]) -> Iterator[Work
             items = data.get("items")
             if not isinstance(items, list):
                 raise ManifestError(f"{where}: List.items is not a list")
-            item_nodes = _value(doc.node, "items")
-            nodes = item_nodes.value if isinstance(item_nodes, yaml.SequenceNode) else [None] * len(items)
+            found = _child(doc.node, "items") if isinstance(doc.node, yaml.MappingNode) else None
+            nodes = found[1].value if found and isinstance(found[1], yaml.SequenceNode) else [None] * len(items)
         else:
             items, nodes = [data], [doc.node]
         for item, node in zip(items, nodes, strict=True):
             workload = _workload(source, number, item, node)
             if workload is not None:
                 yield workload
-
-
-def _value(node: yaml.Node, key: str) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            if key_node.value == key:
-                return value_node
-    return None
 
 
 def _workload(source: str, number: int, obj: Any, node: yaml.Node | None) -> Workload | None:
