@@ -4,6 +4,8 @@
   statically the way build/pause/Makefile does (TAG and CFLAGS read from that Makefile).
 - numa-lab/probe:1: Debian's static busybox with all its applets linked into /bin, enough for
   e2e/probe.sh, which e2e/probe_pods.py runs as `sh -c <script>` as user 65534.
+- numa-lab/coredns:<VERSION>: the cluster DNS, CoreDNS built from the Go module proxy with the lab's
+  plugins (numalab/k8s/coredns.py) and cached; built only when pushed (a cold build takes minutes).
 """
 
 from __future__ import annotations
@@ -17,12 +19,18 @@ from pathlib import Path
 
 from numalab.images.oci import Entry, Image, RuntimeConfig, build_image
 from numalab.images.push import PushedImage, RegistryClient, push_image
+from numalab.k8s.coredns import COREDNS_VERSION, coredns_binary
+from numalab.k8s.errors import BinariesError
 from numalab.k8s.source import kubernetes_module_dir
 from numalab.k8s.versions import KUBERNETES_MODULE, KUBERNETES_VERSION
 
 PAUSE_REPOSITORY = "numa-lab/pause"
 PROBE_REPOSITORY = "numa-lab/probe"
 PROBE_TAG = "1"
+COREDNS_REPOSITORY = "numa-lab/coredns"
+COREDNS_TAG = COREDNS_VERSION.removeprefix("v")
+COREDNS_USER = "0:0"
+"""Root, as CoreDNS's own image; the lab's Deployment drops every capability but NET_BIND_SERVICE."""
 BUSYBOX = Path("/bin/busybox")
 """From Debian's busybox-static package (scripts/host-prep.sh installs it)."""
 PAUSE_USER = "65535:65535"
@@ -53,11 +61,13 @@ class LabImage:
 
 
 def lab_images(version: str = KUBERNETES_VERSION) -> list[LabImage]:
-    """The pause and probe images for Kubernetes `version` (downloads the Go module to read the pause TAG)."""
+    """The pause, probe and coredns images for Kubernetes `version` (downloads the Go module to read the
+    pause TAG); nothing is built until an image's `build` is called."""
     makefile = pause_makefile(version)
     return [
         LabImage("pause", PAUSE_REPOSITORY, pause_tag(makefile), lambda: build_pause(version)),
         LabImage("probe", PROBE_REPOSITORY, PROBE_TAG, build_probe),
+        LabImage("coredns", COREDNS_REPOSITORY, COREDNS_TAG, build_coredns),
     ]
 
 
@@ -148,6 +158,27 @@ def build_probe(busybox: Path = BUSYBOX) -> Image:
         entries,
         RuntimeConfig(cmd=("sh",), user=PROBE_USER, env=("PATH=/bin",)),
         f"numalab: {busybox} of Debian's busybox-static with its applets linked in /bin",
+    )
+
+
+def build_coredns(binary: Path | None = None) -> Image:
+    """numa-lab/coredns: the CoreDNS binary (built and cached when not given) at /coredns, run with the
+    Corefile the Deployment mounts at /etc/coredns."""
+    if binary is None:
+        try:
+            binary = coredns_binary()
+        except BinariesError as exc:
+            raise ImageBuildError(str(exc)) from None
+    entries = [
+        Entry.file("coredns", binary.read_bytes(), 0o755),
+        Entry.directory("etc"),
+        Entry.file("etc/passwd", b"root:x:0:0:root:/:/sbin/nologin\nnobody:x:65534:65534:nobody:/:/sbin/nologin\n"),
+        Entry.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n"),
+    ]
+    return build_image(
+        entries,
+        RuntimeConfig(entrypoint=("/coredns",), cmd=("-conf", "/etc/coredns/Corefile"), user=COREDNS_USER),
+        f"numalab: CoreDNS {COREDNS_VERSION} built from the Go module proxy with the lab's plugins",
     )
 
 

@@ -1,9 +1,9 @@
-"""Building kubelet, kube-apiserver, kube-controller-manager and kube-scheduler from the Go module proxy.
+"""Building the Kubernetes binaries (versions.BINARIES: the kubelet, control plane, kube-proxy) from the Go proxy.
 
 k8s.io/kubernetes requires its staging modules (k8s.io/api, k8s.io/client-go, ...) at v0.0.0 and replaces
 them with ./staging/src/k8s.io/NAME, directories that are not in the module zip. A wrapper module requires
 k8s.io/kubernetes and replaces each of them with the published k8s.io/NAME v0.Y.Z instead; `go mod tidy`
-resolves the rest and `go build` links the four commands with the version stamped the way
+resolves the rest and `go build` links the commands with the version stamped the way
 hack/lib/version.sh does. CGO_ENABLED=0 and -trimpath give static binaries whose compiled packages are
 shared with any other build of the same sources in the Go build cache.
 """
@@ -38,8 +38,8 @@ BUILD_LOG = "build.log"
 _STAGING_REPLACE = re.compile(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)(?:\s+v\S+)?\s*=>\s*\./staging/", re.M)
 _GO_DIRECTIVE = re.compile(r"^go\s+(\d+(?:\.\d+)*)\s*$", re.M)
 _GO_RELEASE = re.compile(r"^go(\d+(?:\.\d+)*)")
-_PACKAGE_LINE = re.compile(r"^[\w.~-]+(?:/[\w.~+-]+)*$")
-_DOWNLOAD_LINE = re.compile(r"^go: downloading ")
+PACKAGE_LINE = re.compile(r"^[\w.~-]+(?:/[\w.~+-]+)*$")
+DOWNLOAD_LINE = re.compile(r"^go: downloading ")
 
 
 def staging_modules(kubernetes_go_mod: str) -> list[str]:
@@ -71,7 +71,7 @@ def wrapper_go_mod(kubernetes_go_mod: str, version: str) -> str:
 
 
 def tools_go() -> str:
-    """A file that imports the four commands so `go mod tidy` keeps every module they need."""
+    """A file that imports the commands so `go mod tidy` keeps every module they need."""
     imports = "".join(f'\t_ "{KUBERNETES_MODULE}/cmd/{name}"\n' for name in sorted(BINARIES))
     return f"//go:build tools\n\npackage tools\n\nimport (\n{imports})\n"
 
@@ -96,7 +96,7 @@ def build_date(published: str) -> str:
 def go_build(
     version: str, work: Path, progress: Progress, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """Build the four binaries of `version` into work/bin; returns manifest fields describing the build.
+    """Build the binaries of `version` into work/bin; returns manifest fields describing the build.
 
     work/module holds the wrapper module, work/build.log every command's output (WORK.log while it runs,
     and after a failure). The Go settings
@@ -111,7 +111,8 @@ def go_build(
         go = go_binary()
     except (SourceError, OSError) as exc:
         raise BinariesError(str(exc)) from None
-    _require_go(toolchain, go_directive(go_mod), version)
+    require_go(toolchain, go_directive(go_mod), f"{KUBERNETES_MODULE}@{version}",
+               "install a newer Go or pick an older Kubernetes version")
     wrapper = work / "module"
     wrapper.mkdir(parents=True, exist_ok=True)
     (wrapper / "go.mod").write_text(wrapper_go_mod(go_mod, version))
@@ -124,31 +125,29 @@ def go_build(
     with log_path.open("w") as log:
         with progress.step("go mod tidy"):
             tidy_env = dict(env, GOFLAGS=f"{env.get('GOFLAGS', '')} -mod=mod".strip())
-            _run_logged([go, "mod", "tidy"], wrapper, tidy_env, log, progress, _DOWNLOAD_LINE, "modules downloaded")
+            run_logged([go, "mod", "tidy"], wrapper, tidy_env, log, progress, DOWNLOAD_LINE, "modules downloaded")
         argv = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(work / "bin") + "/"]
         argv += [f"{KUBERNETES_MODULE}/cmd/{name}" for name in BINARIES]
         # Measured on 2 cores: ≈ 8 min with a cold Go build cache, ≈ 1.5 min (linking only) with a warm one.
         with progress.step(f"go build {', '.join(BINARIES)} (minutes; cached packages are not listed)"):
-            _run_logged(argv, wrapper, env, log, progress, _PACKAGE_LINE, "packages compiled")
+            run_logged(argv, wrapper, env, log, progress, PACKAGE_LINE, "packages compiled")
     log_path.replace(work / BUILD_LOG)
     stamp = build_date(module.time)
     return {"go_version": toolchain, "module_sum": module.sum, "build_date": stamp, "ldflags": ldflags}
 
 
-def _require_go(toolchain: str, needed: str, version: str) -> None:
+def require_go(toolchain: str, needed: str, what: str, hint: str = "install a newer Go") -> None:
+    """Refuse a Go older than `needed` (the go.mod's `go` line) for building `what` (module@version)."""
     match = _GO_RELEASE.match(toolchain)
     if match is None:
         return  # a development toolchain: let go itself judge
     have = tuple(int(part) for part in match.group(1).split("."))
     want = tuple(int(part) for part in needed.split("."))
     if have < want:
-        raise BinariesError(
-            f"{KUBERNETES_MODULE}@{version} needs Go {needed} or newer; `go` on PATH is {toolchain} "
-            "(install a newer Go or pick an older Kubernetes version)"
-        )
+        raise BinariesError(f"{what} needs Go {needed} or newer; `go` on PATH is {toolchain} ({hint})")
 
 
-def _run_logged(
+def run_logged(
     argv: list[str],
     cwd: Path,
     env: Mapping[str, str],

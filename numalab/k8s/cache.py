@@ -1,12 +1,13 @@
 """The controller's store of Kubernetes binaries: one directory per source, either complete or absent.
 
-    <cache_root>/<key>/bin/{kubelet,kube-apiserver,kube-controller-manager,kube-scheduler}
+    <cache_root>/<key>/bin/{kubelet,kube-apiserver,...}   (versions.BINARIES, or the entry's own `binaries`)
     <cache_root>/<key>/SHA256SUMS      (sha256sum format, relative to the entry: bin/NAME)
     <cache_root>/<key>/manifest.json   (where the binaries came from, their version and sums, seconds taken)
 
 An entry is filled in <key>.build and renamed into place when complete, behind <key>.lock, so an
 interrupted or parallel run never sees half of one. Entries are checked against their sums on every use;
-a damaged one is rebuilt.
+a damaged one is rebuilt. Every entry holds one fixed set of binaries, versions.BINARIES by default;
+other builds (numalab/k8s/coredns.py) name their own set and share the root, the lock and the checks.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def read_manifest(entry: Path) -> dict[str, Any]:
     return json.loads((entry / MANIFEST_FILE).read_text())
 
 
-def entry_problem(entry: Path) -> str | None:
+def entry_problem(entry: Path, *, binaries: tuple[str, ...] = BINARIES) -> str | None:
     """Why `entry` cannot be used as it is (a missing file, a binary whose sum changed), or None."""
     for name in (SUMS_FILE, MANIFEST_FILE):
         if not (entry / name).is_file():
@@ -73,7 +74,7 @@ def entry_problem(entry: Path) -> str | None:
         read_manifest(entry)
     except (OSError, ValueError) as exc:
         return f"unreadable {SUMS_FILE} or {MANIFEST_FILE}: {exc}"
-    for name in BINARIES:
+    for name in binaries:
         binary = entry / BIN_DIR / name
         if name not in sums:
             return f"{SUMS_FILE} lists no {name}"
@@ -85,8 +86,11 @@ def entry_problem(entry: Path) -> str | None:
     return None
 
 
-def cached_entry(cache_root: Path, key: str, fill: Fill, progress: Progress, build: bool = True) -> Path:
-    """The intact entry `key` under cache_root, filling it first when it is missing or damaged.
+def cached_entry(
+    cache_root: Path, key: str, fill: Fill, progress: Progress, build: bool = True,
+    *, binaries: tuple[str, ...] = BINARIES,
+) -> Path:
+    """The intact entry `key` under cache_root holding `binaries`, filling it first when missing or damaged.
 
     With build=False a missing entry raises NotCached instead of running `fill`.
     """
@@ -98,18 +102,18 @@ def cached_entry(cache_root: Path, key: str, fill: Fill, progress: Progress, bui
     with file_lock(cache_root / f"{key}.lock"):
         if entry.exists():
             with progress.step(f"check cached {entry}"):
-                problem = entry_problem(entry)
+                problem = entry_problem(entry, binaries=binaries)
             if problem is None:
                 return entry
             progress.note(f"cache entry {entry} is damaged ({problem}); removing and rebuilding it")
             shutil.rmtree(entry)
         if not build:
             raise NotCached(f"{key} is not in the cache {cache_root} yet")
-        _fill(entry, fill, progress)
+        _fill(entry, fill, progress, binaries=binaries)
     return entry
 
 
-def _fill(entry: Path, fill: Fill, progress: Progress) -> None:
+def _fill(entry: Path, fill: Fill, progress: Progress, *, binaries: tuple[str, ...] = BINARIES) -> None:
     work = entry.with_name(entry.name + ".build")
     shutil.rmtree(work, ignore_errors=True)
     (work / BIN_DIR).mkdir(parents=True)
@@ -119,9 +123,9 @@ def _fill(entry: Path, fill: Fill, progress: Progress) -> None:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    with progress.step(f"sums of {', '.join(BINARIES)}"):
-        sums = {name: file_digest(work / BIN_DIR / name) for name in BINARIES}
-    (work / SUMS_FILE).write_text("".join(f"{sums[name]}  {BIN_DIR}/{name}\n" for name in BINARIES))
+    with progress.step(f"sums of {', '.join(binaries)}"):
+        sums = {name: file_digest(work / BIN_DIR / name) for name in binaries}
+    (work / SUMS_FILE).write_text("".join(f"{sums[name]}  {BIN_DIR}/{name}\n" for name in binaries))
     manifest = dict(fields, sha256=sums, seconds=round(time.monotonic() - started, 1))
     (work / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     work.rename(entry)

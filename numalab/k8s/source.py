@@ -42,7 +42,7 @@ def go_binary() -> str:
 
 @dataclass(frozen=True)
 class ModuleSource:
-    """A downloaded k8s.io/kubernetes module: where it is extracted and when the proxy says it was published."""
+    """A downloaded module (k8s.io/kubernetes unless named): where it is extracted, when it was published."""
 
     version: str
     directory: Path
@@ -67,12 +67,15 @@ def go_version(environ: Mapping[str, str] | None = None) -> str:
     return done.stdout.strip()
 
 
-def download_module(version: str, environ: Mapping[str, str] | None = None) -> ModuleSource:
-    """k8s.io/kubernetes@version in the Go module cache, downloading it if needed."""
-    parse_version(version)
+def download_module(
+    version: str, environ: Mapping[str, str] | None = None, *, module: str = KUBERNETES_MODULE
+) -> ModuleSource:
+    """module@version (k8s.io/kubernetes by default) in the Go module cache, downloading it if needed."""
+    if module == KUBERNETES_MODULE:
+        parse_version(version)
     env = dict(os.environ if environ is None else environ)
     done = subprocess.run(
-        [go_binary(), "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
+        [go_binary(), "mod", "download", "-json", f"{module}@{version}"],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -85,11 +88,11 @@ def download_module(version: str, environ: Mapping[str, str] | None = None) -> M
         info = {}
     if done.returncode != 0 or info.get("Error") or not info.get("Dir"):
         reason = info.get("Error") or done.stderr.strip() or f"go exited {done.returncode}"
-        raise SourceError(f"{KUBERNETES_MODULE}@{version} cannot be downloaded: {reason}")
+        raise SourceError(f"{module}@{version} cannot be downloaded: {reason}")
     try:
         published = json.loads(Path(info["Info"]).read_text())["Time"]
     except (KeyError, OSError, ValueError) as exc:
-        raise SourceError(f"{KUBERNETES_MODULE}@{version}: no publication time in {info.get('Info')}: {exc}") from None
+        raise SourceError(f"{module}@{version}: no publication time in {info.get('Info')}: {exc}") from None
     return ModuleSource(version=version, directory=Path(info["Dir"]), time=published, sum=info.get("Sum", ""))
 
 

@@ -101,7 +101,7 @@ def test_runner_logs_output_counts_packages_and_reports_the_last_error(tmp_path,
     script = f"printf '%s\\n' {' '.join(repr(line) for line in output)}; exit 3"
     progress = RecordingProgress()
     with (tmp_path / "build.log").open("w") as log, pytest.raises(BinariesError) as failed:
-        building._run_logged(["sh", "-c", script], tmp_path, {}, log, progress, building._PACKAGE_LINE, "packages")
+        building.run_logged(["sh", "-c", script], tmp_path, {}, log, progress, building.PACKAGE_LINE, "packages")
     assert str(failed.value) == f"sh -c failed (exit 3): x.go:3:1: undefined: y; full output in {tmp_path}/build.log"
     assert progress.lines == ["  sh -c: 2 packages so far, last k8s.io/apimachinery/pkg/util"]
     assert "k8s.io/api/core/v1\n" in (tmp_path / "build.log").read_text()
@@ -111,12 +111,12 @@ def test_runner_notes_a_heartbeat_when_the_command_is_quiet(tmp_path, monkeypatc
     monkeypatch.setattr(building, "HEARTBEAT_SECONDS", 0.2)
     progress = RecordingProgress()
     with (tmp_path / "build.log").open("w") as log:
-        building._run_logged(["sh", "-c", "sleep 0.7"], tmp_path, {}, log, progress, building._PACKAGE_LINE, "pkgs")
+        building.run_logged(["sh", "-c", "sleep 0.7"], tmp_path, {}, log, progress, building.PACKAGE_LINE, "pkgs")
     assert len(progress.lines) >= 2 and set(progress.lines) == {"  sh -c: 0 pkgs so far"}
 
 
 def test_older_go_than_the_module_needs_is_refused():
     with pytest.raises(BinariesError, match=r"needs Go 1\.27\.0 or newer; `go` on PATH is go1\.26\.8"):
-        building._require_go("go1.26.8", "1.27.0", "v1.37.0")
-    building._require_go("go1.26.8", "1.26.0", "v1.36.3")
-    building._require_go("devel go1.27-abcdef", "1.27.0", "v1.37.0")
+        building.require_go("go1.26.8", "1.27.0", "k8s.io/kubernetes@v1.37.0")
+    building.require_go("go1.26.8", "1.26.0", "k8s.io/kubernetes@v1.36.3")
+    building.require_go("devel go1.27-abcdef", "1.27.0", "k8s.io/kubernetes@v1.37.0")
