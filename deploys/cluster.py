@@ -6,13 +6,25 @@ anything is changed). Every host gets `base`. When the inventory declares a clus
 Every host passes each barrier, so a stage starts only when the one before it is done on all hosts.
 The nodes the cluster already has run their node stage one after another (numalab.deploy.policy_reset).
 The distribution (`k8s_distribution`, env NUMALAB_DISTRIBUTION for the lab) decides who runs the
-control plane and kubelets: `upstream` runs the binaries numa-lab builds or is given; `rke2` installs
+control plane and kubelets: `upstream` runs the binaries numa-lab builds or is given (and kube-proxy and
+CoreDNS for Services and cluster DNS); `rke2` installs
 RKE2 (online, airgap or preinstalled), writes its config files and starts rke2-server, then rke2-agent.
 """
 
 from pyinfra import host
 
-from numalab.deploy import base, context, control_plane, node, numa_align, pki, registry, verify
+from numalab.deploy import (
+    base,
+    cluster_dns,
+    context,
+    control_plane,
+    kube_proxy,
+    node,
+    numa_align,
+    pki,
+    registry,
+    verify,
+)
 from numalab.deploy.operations import stage_barrier
 from numalab.deploy.policy_reset import one_node_at_a_time
 from numalab.deploy.preflight import preflight_stage
@@ -41,6 +53,7 @@ stage_barrier(before="nodes")
 def node_stage() -> None:
     if distribution == "upstream":
         node()
+        kube_proxy()
     elif "rke2_agents" in roles:
         installed = rke2_install()
         rke2_service(rke2_config(), installed)
@@ -52,3 +65,5 @@ stage_barrier(before="numa-align")
 if roles and context.runs_pods(host):
     numa_align()
     verify()
+if "rke2_servers" in roles and distribution == "upstream":
+    cluster_dns()  # RKE2 ships its own CoreDNS and kube-proxy

@@ -206,6 +206,10 @@ class Cluster:
                 raise PodTrouble(f"container {c['name']} cannot start ({waiting.get('reason')}: "
                                  f"{waiting.get('message', '')}); check --probe-image. {self.explain(name)}")
 
+    def log(self, name: str, container: str) -> str | None:
+        """A container's log, or None while it cannot be read yet (not started, kubelet unreachable)."""
+        return self._log(name, container)
+
     def _log(self, name: str, container: str) -> str | None:
         try:
             return self.core.read_namespaced_pod_log(name, self.namespace, container=container)

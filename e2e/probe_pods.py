@@ -102,3 +102,95 @@ def exhaustion_pod(worker: str, node: int, cpus: int, image: str, capacity_mode:
     container = probe_container("probe", str(cpus), numa_node=node, devices=devices_for(cpus, capacity_mode),
                                 hold=False, image=image)
     return probe_pod(dns_label("exhaust", worker, f"n{node}"), worker, "exhaustion", [container])
+
+
+# --- case 7: Services and cluster DNS ------------------------------------------------------------
+# The probe image is Debian's static busybox: its `nslookup` has its own resolver (reads the pod's
+# resolv.conf, asks the cluster DNS), while its `wget` crashes on any lookup without glibc's NSS modules,
+# so the client resolves with nslookup and then speaks HTTP with `nc` to the address it got.
+
+SERVICE_CASE = "service-dns"
+SERVICE = "dns-echo"
+PORT, TARGET_PORT = 80, 8080
+APP_LABEL = "numa-lab.e2e/app"
+ATTEMPTS = 60
+"""The client asks every 2 s for up to two minutes: the endpoint and the DNS record appear within seconds."""
+_ADDRESS = re.compile(r"^ADDRESS (\S+)$", re.M)
+_BODY = re.compile(r"^BODY (\S+)$", re.M)
+
+
+def service_name(namespace: str, domain: str = "cluster.local") -> str:
+    return f"{SERVICE}.{namespace}.svc.{domain}"
+
+
+def _service_case_pod(name: str, worker: str, container: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {SUITE_LABEL: SERVICE_CASE, **labels}},
+        "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": worker},
+                 "terminationGracePeriodSeconds": 0, "containers": [container]},
+    }
+
+
+def _service_case_container(name: str, image: str, script: str) -> dict[str, Any]:
+    """Burstable (a little CPU, no limit): never pinned, so it takes no CPU a pinned case needs."""
+    return {"name": name, "image": image, "command": ["sh", "-c", script],
+            "resources": {"requests": {"cpu": "50m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+            "securityContext": RESTRICTED}
+
+
+def backend_pod(worker: str, image: str, token: str) -> dict[str, Any]:
+    """busybox httpd serving `token` on TARGET_PORT as user nobody."""
+    script = (f"mkdir -p /tmp/www && echo {token} > /tmp/www/index.html && "
+              f"exec httpd -f -p {TARGET_PORT} -h /tmp/www")
+    container = _service_case_container("httpd", image, script)
+    return _service_case_pod(f"{SERVICE}-backend", worker, container, {APP_LABEL: SERVICE})
+
+
+def service(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE, "namespace": namespace, "labels": {SUITE_LABEL: SERVICE_CASE}},
+        "spec": {"selector": {APP_LABEL: SERVICE},
+                 "ports": [{"port": PORT, "targetPort": TARGET_PORT, "protocol": "TCP"}]},
+    }
+
+
+def client_pod(worker: str, image: str, name: str) -> dict[str, Any]:
+    """Resolves `name`, fetches / from the address it got and, once that answers 200, prints `ADDRESS <ip>`
+    and `BODY <last line>` and exits 0; exit 1 after ATTEMPTS tries (the last nslookup and nc output stay in
+    the log). Until the backend is ready kube-proxy rejects the Service's address (net unreachable)."""
+    script = f"""
+i=0
+while [ $i -lt {ATTEMPTS} ]; do
+  i=$((i+1))
+  answer=$(nslookup -type=a {name} 2>&1)
+  address=$(echo "$answer" | sed -n '/^Name:/,$ s/^Address:[[:space:]]*//p' | head -n 1)
+  if [ -n "$address" ]; then
+    reply=$(printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 "$address" {PORT} 2>&1)
+    case "$reply" in
+      "HTTP/1."*" 200 "*) echo "ADDRESS $address"; echo "BODY $(echo "$reply" | tail -n 1)"; exit 0 ;;
+    esac
+  fi
+  sleep 2
+done
+echo "nslookup said: $answer"
+echo "nc said: $reply"
+exit 1
+"""
+    return _service_case_pod(f"{SERVICE}-client", worker, _service_case_container("client", image, script), {})
+
+
+def judge(log: str, token: str, cluster_ip: str) -> tuple[bool, str]:
+    """The client reached the backend through the Service's address, found by its name."""
+    address, body = _ADDRESS.search(log), _BODY.search(log)
+    if address is None or body is None:
+        return False, "no answer: " + " ".join(log.split())[-300:]
+    problems = []
+    if address.group(1) != cluster_ip:
+        problems.append(f"the name resolved to {address.group(1)}, not the Service's clusterIP {cluster_ip}")
+    if body.group(1) != token:
+        problems.append(f"the answer was {body.group(1)!r}, not the backend's {token!r}")
+    return not problems, "; ".join(problems) or f"resolved to {cluster_ip}, answered {token}"

@@ -1,15 +1,18 @@
 """The cluster's deploy stages, one module each, called in order by deploys/cluster.py.
 
-base (every host) → pki → registry → control_plane → node → numa_align → verify. Each is a pyinfra
-`@deploy()` that reads facts first and changes only what differs, so a second run reports no changes.
+base (every host) → pki → registry → control_plane → node → kube_proxy → numa_align → verify, and
+cluster_dns on the control plane. Each is a pyinfra `@deploy()` that reads facts first and changes only
+what differs, so a second run reports no changes.
 """
 
 from numalab.deploy.base import base
+from numalab.deploy.cluster_dns import cluster_dns
 from numalab.deploy.control_plane import control_plane
+from numalab.deploy.kube_proxy import kube_proxy
 from numalab.deploy.node import node
 from numalab.deploy.numa_align import numa_align
 from numalab.deploy.pki import pki
 from numalab.deploy.registry import registry
 from numalab.deploy.verify import verify
 
-__all__ = ["base", "control_plane", "node", "numa_align", "pki", "registry", "verify"]
+__all__ = ["base", "cluster_dns", "control_plane", "kube_proxy", "node", "numa_align", "pki", "registry", "verify"]

@@ -61,3 +61,59 @@ def wait_node_ready(kubeconfig: Path, node: str, timeout: float, unit: str = "ku
         time.sleep(3)
     raise RuntimeError(f"node {node} not Ready after {timeout:.0f} s; see `journalctl -u {unit}` on {node}")
 
+
+
+def deployment_ready(kubeconfig: Path, namespace: str, name: str) -> bool:
+    """Has Deployment `name` rolled out: every replica updated and available? False when absent or no API."""
+    try:
+        found = client.AppsV1Api(core_api(kubeconfig).api_client).read_namespaced_deployment(
+            name, namespace, _request_timeout=5)
+    except Problem:
+        return False
+    return _rolled_out(found)
+
+
+def _rolled_out(deployment: Any) -> bool:
+    status, wanted = deployment.status, deployment.spec.replicas or 0
+    return ((status.observed_generation or 0) >= (deployment.metadata.generation or 0)
+            and (status.updated_replicas or 0) == wanted and (status.available_replicas or 0) == wanted
+            and (status.replicas or 0) == wanted)
+
+
+def wait_deployment_ready(kubeconfig: Path, namespace: str, deployment: str, timeout: float) -> None:
+    """Wait for the rollout of `deployment`; a timeout names each of its pods with its phase and last event."""
+    core = core_api(kubeconfig)
+    apps = client.AppsV1Api(core.api_client)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if _rolled_out(apps.read_namespaced_deployment(deployment, namespace, _request_timeout=5)):
+                return
+        except Problem:
+            pass
+        time.sleep(3)
+    raise RuntimeError(f"Deployment {namespace}/{deployment} not rolled out after {timeout:.0f} s: "
+                       f"{pods_and_last_events(core, namespace, deployment)}")
+
+
+def pods_and_last_events(core: client.CoreV1Api, namespace: str, app: str) -> str:
+    """`pod (phase on node): last event` for every pod labelled app.kubernetes.io/name=`app`."""
+    try:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"app.kubernetes.io/name={app}",
+                                        _request_timeout=5).items
+    except Problem as exc:
+        return f"its pods could not be listed ({exc})"
+    if not pods:
+        return f"no pod was created (see `kubectl -n {namespace} describe deployment {app}`)"
+    described = []
+    for pod in pods:
+        name = pod.metadata.name
+        try:
+            events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}",
+                                                _request_timeout=5).items
+        except Problem:
+            events = []
+        events.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+        last = f"{events[-1].reason}: {events[-1].message}" if events else "no event"
+        described.append(f"{name} ({pod.status.phase} on {pod.spec.node_name or 'no node'}): {last}")
+    return "; ".join(described)

@@ -12,6 +12,7 @@ from pyinfra.operations.util import any_changed
 
 from numalab.deploy import context, controller
 from numalab.deploy.operations import secret_file
+from numalab.deploy.routes import pod_routes
 from numalab.deploy.waiting import https_ok, wait_until
 from numalab.model import components
 from numalab.model.components import K8S_DIR, PKI_DIR
@@ -45,6 +46,7 @@ def control_plane() -> None:
     pki = controller.pki(host)
     node = context.node_name(host)
 
+    pod_routes(cluster, node)  # answers to pods that reach the API server through the `kubernetes` Service
     files.directory(name="Kubernetes config dir", path=PKI_DIR, mode="755")
     certs = [
         files.put(name=f"Put {name}", src=StringIO(pki.read(name).decode()), dest=f"{PKI_DIR}/{name}", mode="644")

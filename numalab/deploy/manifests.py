@@ -1,8 +1,10 @@
-"""Cluster objects numa-lab applies from the controller: the numa-align DaemonSet (daemonset install).
+"""Cluster objects numa-lab applies from the controller: cluster DNS (CoreDNS) and the numa-align DaemonSet
+(daemonset install).
 
-The rendered manifest carries its own checksum (on the DaemonSet) and one of the settings (on the pod
-template): the stage applies only when the checksum or the settings differ from what is live, and a settings
-change rolls the pods (envFrom alone would not restart them).
+A rendered manifest carries its own checksum (on its workload): a stage applies only when the checksum
+differs from what is live. The numa-align one also carries one of its settings (on the pod template), so a
+settings change rolls the pods (envFrom alone would not restart them). Every object is applied server-side
+with numa-lab as its field manager, whatever its kind.
 """
 
 from __future__ import annotations
@@ -13,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import yaml
-from kubernetes import client, utils
-from kubernetes.client.rest import ApiException
+from kubernetes import client, dynamic
 
 from numalab.deploy import api
 from numalab.render import render
@@ -25,6 +26,7 @@ SOCKET_DIR = "/var/lib/kubelet/device-plugins"
 TEMPLATE = "plugin/daemonset.yaml.j2"
 MANIFEST_CHECKSUM = "numa-lab/manifest-sha256"
 SETTINGS_CHECKSUM = "numa-lab/settings-sha256"
+FIELD_MANAGER = "numa-lab"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,16 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def checksummed(template: str, **values: object) -> str:
+    """`template` rendered with manifest_checksum: the sha256 of its own rendering with an empty one."""
+    return render(template, **values, manifest_checksum=_sha256(render(template, **values, manifest_checksum="")))
+
+
+def manifest_checksum(text: str, kind: str) -> str:
+    """The checksum the rendered manifest carries on its object of `kind`."""
+    return _documents(text)[kind]["metadata"]["annotations"][MANIFEST_CHECKSUM]
+
+
 def numa_align_daemonset(image: str, env: dict[str, str]) -> str:
     """The manifests, checksums included; NUMA_SOCKET_DIR and NUMA_SYSFS_ROOT are the DaemonSet's own."""
     settings = {k: v for k, v in env.items() if k not in ("NUMA_SOCKET_DIR", "NUMA_SYSFS_ROOT")}
@@ -47,7 +59,7 @@ def numa_align_daemonset(image: str, env: dict[str, str]) -> str:
                   pod_resources_dir=str(PurePosixPath(socket_dir).parent / "pod-resources"), sysfs_dir="/sys",
                   env=settings, metrics_port=None, node_selector={},
                   settings_checksum=_sha256(json.dumps(settings, sort_keys=True)))
-    return render(TEMPLATE, **values, manifest_checksum=_sha256(render(TEMPLATE, **values, manifest_checksum="")))
+    return checksummed(TEMPLATE, **values)
 
 
 def _documents(text: str) -> dict[str, dict]:
@@ -57,7 +69,7 @@ def _documents(text: str) -> dict[str, dict]:
 def needs_apply(text: str, live: Live | None) -> bool:
     """Apply `text` unless the cluster runs exactly it: the same checksum and the same settings."""
     documents = _documents(text)
-    return (live is None or live.checksum != documents["DaemonSet"]["metadata"]["annotations"][MANIFEST_CHECKSUM]
+    return (live is None or live.checksum != manifest_checksum(text, "DaemonSet")
             or live.settings != (documents["ConfigMap"].get("data") or {}))
 
 
@@ -73,23 +85,12 @@ def live_state(kubeconfig: Path) -> Live | None:
 
 
 def apply(kubeconfig: Path, text: str) -> None:
-    """Create each object, or replace it when it exists (the manifests are numa-lab's own)."""
-    api_client = api.core_api(kubeconfig).api_client
+    """Apply each object server-side (created, or updated to exactly these fields; numa-lab owns them)."""
+    dynamic_client = dynamic.DynamicClient(api.core_api(kubeconfig).api_client)
     for obj in yaml.safe_load_all(text):
         if not obj:
             continue
-        try:
-            utils.create_from_dict(api_client, obj)
-        except utils.FailToCreateError as exc:
-            if not all(isinstance(e, ApiException) and e.status == 409 for e in exc.api_exceptions):
-                raise
-            _replace(api_client, obj)
-
-
-def _replace(api_client: client.ApiClient, obj: dict) -> None:
-    kind, name = obj["kind"], obj["metadata"]["name"]
-    namespace = obj["metadata"].get("namespace", NAMESPACE)
-    if kind == "DaemonSet":
-        client.AppsV1Api(api_client).replace_namespaced_daemon_set(name, namespace, obj)
-    elif kind == "ConfigMap":
-        client.CoreV1Api(api_client).replace_namespaced_config_map(name, namespace, obj)
+        resource = dynamic_client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        namespace = obj["metadata"].get("namespace") if resource.namespaced else None
+        dynamic_client.server_side_apply(resource, body=obj, name=obj["metadata"]["name"], namespace=namespace,
+                                         field_manager=FIELD_MANAGER, force_conflicts=True)

@@ -19,16 +19,18 @@ from numalab.deploy.control_plane import put_binary, put_unit
 from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
+from numalab.deploy.routes import pod_routes
 from numalab.images.lab_images import PAUSE_REPOSITORY, lab_images
 from numalab.model import components
+from numalab.model.cluster import Cluster
 from numalab.model.components import KUBELET_CONFIG, KUBELET_PKI_DIR
 from numalab.model.kubelet import KubeletPolicy, kubelet_configuration
 from numalab.render import render
 
 
-def kubelet_config_text(policy: KubeletPolicy) -> str:
+def kubelet_config_text(cluster: Cluster, policy: KubeletPolicy) -> str:
     """The node's KubeletConfiguration: the policy's managers over what every numa-lab node shares."""
-    config = components.kubelet_configuration(kubelet_configuration(policy))
+    config = components.kubelet_configuration(cluster, kubelet_configuration(policy))
     return yaml.safe_dump(config, sort_keys=False)
 
 
@@ -48,7 +50,7 @@ def node() -> None:
     pki = controller.pki(host)
     kubeconfig = context.state_dir(host) / "kubeconfig"
 
-    config_text = kubelet_config_text(node_policy())
+    config_text = kubelet_config_text(cluster, node_policy())
     previous = host.get_fact(TextFile, path=KUBELET_CONFIG)
     reset = policy_reset.plan(previous, config_text)
 
@@ -71,13 +73,7 @@ def node() -> None:
     files.put(name="CNI: bridge and host-local on this node's pod CIDR",
               src=StringIO(json.dumps(components.cni_conflist(cluster, name), indent=2) + "\n"),
               dest=components.CNI_CONF, mode="644", create_remote_dir=True)
-    routes = files.put(name="Routes to the other nodes' pod CIDRs",
-                       src=StringIO(render("k8s/pod-routes.service.j2", routes=cluster.pod_routes(name))),
-                       dest="/etc/systemd/system/numalab-pod-routes.service", mode="644")
-    systemd.daemon_reload(name="Reload systemd for the routes unit", _if=any_changed(routes))
-    systemd.service(name="Pod routes in place", service="numalab-pod-routes", running=True, enabled=True)
-    systemd.service(name="Re-apply the pod routes", service="numalab-pod-routes", restarted=True,
-                    _if=any_changed(routes))
+    pod_routes(cluster, name)
 
     files.directory(name="Kubelet PKI dir", path=KUBELET_PKI_DIR, mode="700")
     node_pki = f"nodes/{name}"

@@ -1,6 +1,6 @@
 """Stage `registry`: Debian's docker-registry with TLS from the cluster CA, holding the lab's images.
 
-The images (the pause image and the e2e probe) are built on the controller and pushed through the
+The images (the pause image, the e2e probe and CoreDNS) are built on the controller and pushed through the
 registry's HTTP API: no container engine anywhere. Skipped when the inventory has no registry host.
 """
 

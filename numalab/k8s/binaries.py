@@ -2,10 +2,10 @@
 
 A spec is one of
   go:vX.Y.Z     built from the Go module proxy (numalab/k8s/building.py), cached per Kubernetes and Go version;
-  a directory   holding kubelet, kube-apiserver, kube-controller-manager and kube-scheduler, used in place;
+  a directory   holding the binaries of versions.BINARIES (kubelet, kube-apiserver, ..., kube-proxy), used in place;
   a tarball     kubernetes-server-linux-amd64.tar.gz (checked against NAME.sha512 beside it when present),
                 extracted into the cache keyed by its sha512.
-Every way ends in the same checks: the four binaries are there, run, and agree on one supported version.
+Every way ends in the same checks: the binaries are all there, run, and agree on one supported version.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ _VERSION_OUTPUT = re.compile(r"^Kubernetes (\S+)\s*$", re.M)
 
 @dataclass(frozen=True)
 class Binaries:
-    """Four checked binaries: `directory`/NAME for NAME in versions.BINARIES, all printing `version`."""
+    """The checked binaries: `directory`/NAME for NAME in versions.BINARIES, all printing `version`."""
 
     directory: Path
     version: str
@@ -113,7 +113,7 @@ def inspect_directory(
     sums: Mapping[str, str] | None = None,
     checked_version: str | None = None,
 ) -> Binaries:
-    """Check the four binaries in `directory` and describe them.
+    """Check the binaries in `directory` and describe them.
 
     Known `sums` save hashing them; `checked_version` is the version agreed_version just found for them.
     """
@@ -125,7 +125,7 @@ def inspect_directory(
 
 
 def agreed_version(directory: Path, expected_version: str | None, progress: Progress) -> str:
-    """The one supported version all four binaries in `directory` print for --version."""
+    """The one supported version all the binaries in `directory` print for --version."""
     missing = [name for name in BINARIES if not (directory / name).is_file()]
     if missing:
         raise BinariesError(f"{directory} lacks {', '.join(missing)} (expected {', '.join(BINARIES)})")

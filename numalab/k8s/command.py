@@ -23,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "k8s",
         help="build or locate the Kubernetes binaries the cluster runs",
-        description="Build kubelet, kube-apiserver, kube-controller-manager and kube-scheduler from the Go module "
-        "proxy (cached per Kubernetes and Go version), or check binaries from a directory or a server tarball.",
+        description="Build kubelet, kube-apiserver, kube-controller-manager, kube-scheduler and kube-proxy from the Go "
+        "module proxy (cached per Kubernetes and Go version), or check binaries from a directory or a server tarball.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = actions.add_parser("build", help="build (or reuse) the binaries of a release from the Go module proxy")

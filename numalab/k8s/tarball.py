@@ -1,7 +1,7 @@
-"""A kubernetes-server-linux-amd64.tar.gz a user supplies: its checksum and the four binaries inside it.
+"""A kubernetes-server-linux-amd64.tar.gz a user supplies: its checksum and the binaries inside it.
 
 Upstream publishes the server tarball with a `.sha512` beside it (dl.k8s.io/release/vX.Y.Z/...); when
-that file sits next to the tarball it is checked. Only the four binaries are read out of the archive,
+that file sits next to the tarball it is checked. Only versions.BINARIES are read out of the archive,
 by name, so no member can write outside the destination.
 """
 

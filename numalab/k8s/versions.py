@@ -8,8 +8,9 @@ from __future__ import annotations
 
 KUBERNETES_VERSION = "v1.36.3"
 KUBERNETES_MODULE = "k8s.io/kubernetes"
-# The component binaries numa-lab runs from an upstream release (kubectl is not needed on nodes).
-BINARIES = ("kubelet", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# The component binaries numa-lab runs from an upstream release (kubectl is not needed on nodes), built
+# together in one module so the packages they share compile once.
+BINARIES = ("kubelet", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 # The oldest release the lab accepts: the kubelet flags numa-lab renders (--memory-manager-policy,
 # --reserved-memory) first appeared in v1.21.
 OLDEST_MINOR = 21

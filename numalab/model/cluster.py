@@ -53,6 +53,11 @@ class Cluster:
         return self.service_cidr.network_address + 1
 
     @property
+    def dns_service_ip(self) -> ipaddress.IPv4Address:
+        """The cluster DNS Service's address: the tenth of the service range (10.96.0.10), as kubeadm has it."""
+        return self.service_cidr.network_address + 10
+
+    @property
     def apiserver_url(self) -> str:
         return f"https://{self.server.address}:{APISERVER_PORT}"
 
@@ -80,7 +85,11 @@ class Cluster:
         return next(subnets)
 
     def pod_routes(self, name: str) -> list[tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]]:
-        """(other node's pod CIDR, its address): one L2 network, so a plain route per node, no overlay."""
+        """(other node's pod CIDR, its address): one L2 network, so a plain route per node, no overlay.
+
+        `name` may be a host that runs no pods (the server): it gets a route to every node's pods, which is
+        how a pod's connection to the `kubernetes` Service (DNATed to the server) finds its way back.
+        """
         return [(self.pod_cidr(other.name), other.address) for other in self.nodes if other.name != name]
 
     def hosts_entries(self) -> dict[str, str]:

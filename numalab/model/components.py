@@ -24,6 +24,9 @@ CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_CERTS_DIR = "/etc/containerd/certs.d"
 CONTAINERD_SOCKET = "unix:///run/containerd/containerd.sock"
 CLUSTER_CA = "/usr/local/share/ca-certificates/numa-lab-ca.crt"
+# kube-proxy's config; base loads br_netfilter and sets bridge-nf-call-iptables, so a pod reaching a Service
+# whose endpoint is on the same node's bridge gets its answer un-NATed.
+KUBE_PROXY_CONFIG = "/var/lib/kube-proxy/config.yaml"
 SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
 
 
@@ -127,6 +130,41 @@ def kubelet(cluster: Cluster, node_name: str) -> Component:
     )
 
 
+def kube_proxy(cluster: Cluster, node_name: str) -> Component:
+    """kube-proxy on a node that runs pods; everything but the config file is in KubeProxyConfiguration."""
+    cluster.node(node_name)  # refuses a host that runs no pods
+    return Component(
+        "kube-proxy",
+        "Kubernetes network proxy (Services)",
+        (f"--config={KUBE_PROXY_CONFIG}",),
+    )
+
+
+def kube_proxy_configuration(cluster: Cluster, node_name: str) -> dict[str, Any]:
+    """KubeProxyConfiguration in iptables mode.
+
+    iptables: the guests already carry iptables (nf_tables backend on Debian 13) and conntrack, and it
+    is still kube-proxy's default; nftables mode would add the `nft` tool to every image for no gain at
+    the lab's scale (a handful of Services). clusterCIDR makes traffic from outside the pod range
+    masqueraded; nodePortAddresses `primary` keeps NodePorts off loopback (no route_localnet change);
+    conntrack.maxPerCore 0 leaves the kernel's conntrack limits as the host has them.
+    """
+    node = cluster.node(node_name)
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "bindAddress": str(node.address),
+        "clientConnection": {"kubeconfig": kubeconfig_path("kube-proxy")},
+        "clusterCIDR": str(cluster.cluster_cidr),
+        "conntrack": {"maxPerCore": 0},
+        "healthzBindAddress": f"{node.address}:10256",
+        "hostnameOverride": node.name,
+        "metricsBindAddress": "127.0.0.1:10249",
+        "mode": "iptables",
+        "nodePortAddresses": ["primary"],
+    }
+
+
 def etcd_environment(cluster: Cluster) -> dict[str, str]:
     """Debian's etcd.service reads /etc/default/etcd: one member on the server's loopback, plain http."""
     name = cluster.server.name
@@ -142,9 +180,10 @@ def etcd_environment(cluster: Cluster) -> dict[str, str]:
     }
 
 
-def kubelet_configuration(managers: Mapping[str, Any]) -> dict[str, Any]:
+def kubelet_configuration(cluster: Cluster, managers: Mapping[str, Any]) -> dict[str, Any]:
     """The KubeletConfiguration of a node: its CPU/Memory/Topology Manager part (from the kubelet policy)
-    over what every numa-lab node shares (x509 + webhook auth, systemd cgroups, containerd, TLS files)."""
+    over what every numa-lab node shares (x509 + webhook auth, systemd cgroups, containerd, TLS files,
+    the cluster DNS address its pods resolve through)."""
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -155,6 +194,7 @@ def kubelet_configuration(managers: Mapping[str, Any]) -> dict[str, Any]:
         },
         "authorization": {"mode": "Webhook"},
         "cgroupDriver": "systemd",
+        "clusterDNS": [str(cluster.dns_service_ip)],
         "clusterDomain": CLUSTER_DOMAIN,
         "containerRuntimeEndpoint": CONTAINERD_SOCKET,
         "resolvConf": "/etc/resolv.conf",

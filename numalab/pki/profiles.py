@@ -16,6 +16,8 @@ CLIENT = "client"  # extendedKeyUsage clientAuth
 MASTERS = "system:masters"
 NODES = "system:nodes"
 ADMIN_USER = "numa-lab-admin"
+# kube-proxy's user: the apiserver's bootstrap ClusterRoleBinding system:node-proxier grants it what it reads.
+KUBE_PROXY_USER = "system:kube-proxy"
 # The API server's identity towards kubelets. system:masters, as kubeadm before 1.29 had it: it needs no
 # ClusterRoleBinding (a narrower group would need one to system:kubelet-api-admin before the first `kubectl logs`).
 APISERVER_KUBELET_CLIENT_GROUP = MASTERS
@@ -74,6 +76,7 @@ def leaf_profiles(spec: PkiSpec) -> tuple[LeafProfile, ...]:
         LeafProfile("admin", ADMIN_USER, CLIENT, (MASTERS,)),
         LeafProfile("controller-manager", "system:kube-controller-manager", CLIENT),
         LeafProfile("scheduler", "system:kube-scheduler", CLIENT),
+        LeafProfile("kube-proxy", KUBE_PROXY_USER, CLIENT),
     ]
     for node in spec.nodes:
         identity = f"system:node:{node.name}"
@@ -85,13 +88,15 @@ def leaf_profiles(spec: PkiSpec) -> tuple[LeafProfile, ...]:
 
 
 def kubeconfig_profiles(spec: PkiSpec) -> tuple[KubeconfigProfile, ...]:
-    """The admin's (URL the controller reaches), the control-plane components' (loopback), each kubelet's."""
+    """The admin's (URL the controller reaches), the control-plane components' (loopback), kube-proxy's (one
+    for every node: the proxy reads only cluster-wide objects) and each kubelet's."""
     profiles = [
         KubeconfigProfile("admin.conf", "admin", spec.admin_url, ADMIN_USER),
         KubeconfigProfile(
             "controller-manager.conf", "controller-manager", LOOPBACK_URL, "system:kube-controller-manager"
         ),
         KubeconfigProfile("scheduler.conf", "scheduler", LOOPBACK_URL, "system:kube-scheduler"),
+        KubeconfigProfile("kube-proxy.conf", "kube-proxy", spec.server_url, KUBE_PROXY_USER),
     ]
     for node in spec.nodes:
         profiles.append(

@@ -6,10 +6,10 @@ numa-align device for the memory-only cell.
 
 One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
-Cpus_allowed_list and Mems_allowed_list narrowed to node N), inspect a worker's kubelet, change the
-Memory Manager policy (a reset, one node at a time), deploy a second time (no changes: every stage is
-idempotent and the reset is not done again), destroy. One rerun after the reset shows both; a rerun
-before it too (the same stages, the memory policy aside) cost 2.5 minutes of CI.
+Cpus_allowed_list and Mems_allowed_list narrowed to node N, a Service reached by its DNS name), inspect a
+worker's kubelet, change the Memory Manager policy (a reset, one node at a time), deploy a second time
+(no changes: every stage is idempotent and the reset is not done again), destroy. One rerun after the
+reset shows both; a rerun before it too (the same stages, the memory policy aside) cost 2.5 minutes of CI.
 Slow (about 28 minutes with cached binaries and image on 2 cores); marked `cluster` and run in CI.
 """
 
@@ -170,6 +170,9 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         # full-pcpus-only on the real kubelet: pinned pods got whole cores (above), part of a core is refused
         split = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-3", "0", "whole-core"])
         assert split[3] == "pass" and "SMTAlignmentError" in " ".join(split), split
+        # Services and cluster DNS: worker-1 reached a Service backed by worker-2 by its DNS name (kube-proxy, CoreDNS)
+        dns = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-1", "*", "service-dns"])
+        assert dns[3] == "pass" and "worker-2" in dns, dns
 
         inspected = ssh(state, "worker-1", "numa-align inspect --format json")
         assert inspected.returncode == 0, inspected.stderr

@@ -56,6 +56,7 @@ def test_names_and_addresses(cluster: Cluster) -> None:
         "registry": "10.77.0.5",
     }
     assert str(cluster.kubernetes_service_ip) == "10.96.0.1"
+    assert str(cluster.dns_service_ip) == "10.96.0.10"
     assert cluster.registry_endpoint == "registry:5000"
     assert cluster.apiserver_url == "https://10.77.0.10:6443"
 
@@ -76,6 +77,7 @@ def test_other_ranges() -> None:
         cluster_cidr="172.21.0.0/20",
     )
     assert str(cluster.kubernetes_service_ip) == "172.20.0.1"
+    assert str(cluster.dns_service_ip) == "172.20.0.10"
     assert str(cluster.pod_cidr("a")) == "172.21.1.0/24"
 
 

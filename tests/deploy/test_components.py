@@ -120,9 +120,9 @@ TWO_CELLS = Topology.from_dict(
 )
 
 
-def test_kubelet_configuration_is_the_policy_over_the_shared_part() -> None:
+def test_kubelet_configuration_is_the_policy_over_the_shared_part(cluster: Cluster) -> None:
     managers = kubelet_configuration(kubelet_policy(TWO_CELLS, KubeletSettings.from_dict({})))
-    config = components.kubelet_configuration(managers)
+    config = components.kubelet_configuration(cluster, managers)
     assert {key: config[key] for key in managers} == managers
     assert config["cpuManagerPolicy"] == "static" and config["memoryManagerPolicy"] == "Static"
     assert config["kind"] == "KubeletConfiguration" and config["apiVersion"] == "kubelet.config.k8s.io/v1beta1"
@@ -134,8 +134,28 @@ def test_kubelet_configuration_is_the_policy_over_the_shared_part() -> None:
     assert config["tlsCertFile"] == "/var/lib/kubelet/pki/kubelet.crt"
     assert yaml.safe_load(yaml.safe_dump(config, sort_keys=False)) == config
     # the shared part alone is a valid config too (kubelet defaults for the managers)
-    assert "cpuManagerPolicy" not in components.kubelet_configuration({})
-    assert components.kubelet_configuration({"cgroupDriver": "cgroupfs"})["cgroupDriver"] == "cgroupfs"
+    assert config["clusterDNS"] == ["10.96.0.10"] and config["clusterDomain"] == "cluster.local"
+    # the shared part alone is a valid config too (kubelet defaults for the managers)
+    assert "cpuManagerPolicy" not in components.kubelet_configuration(cluster, {})
+    assert components.kubelet_configuration(cluster, {"cgroupDriver": "cgroupfs"})["cgroupDriver"] == "cgroupfs"
+
+
+def test_kube_proxy_of_each_node(cluster: Cluster) -> None:
+    proxy = components.kube_proxy(cluster, "worker-b")
+    assert proxy.binary == "/usr/local/bin/kube-proxy"
+    assert proxy.args == ("--config=/var/lib/kube-proxy/config.yaml",)
+    config = components.kube_proxy_configuration(cluster, "worker-b")
+    assert config["kind"] == "KubeProxyConfiguration"
+    assert config["apiVersion"] == "kubeproxy.config.k8s.io/v1alpha1"
+    assert config["mode"] == "iptables" and config["clusterCIDR"] == "10.244.0.0/16"
+    assert config["hostnameOverride"] == "worker-b" and config["bindAddress"] == "10.77.0.12"
+    assert config["clientConnection"]["kubeconfig"] == "/etc/kubernetes/kube-proxy.conf"
+    assert config["conntrack"] == {"maxPerCore": 0}
+    # only hosts that run pods run a proxy
+    with pytest.raises(KeyError):
+        components.kube_proxy(cluster, "server")
+    with pytest.raises(KeyError):
+        components.kube_proxy_configuration(cluster, "registry")
 
 
 def test_cni_conflist_bridges_the_nodes_pod_cidr(cluster: Cluster) -> None:
@@ -205,3 +225,9 @@ def test_pod_routes_unit(cluster: Cluster, groups) -> None:
     ]
     # a oneshot unit needs a command even on a single node
     assert exec_lines(render("k8s/pod-routes.service.j2", routes=[])) == ["/bin/true"]
+    # the server runs no pods but answers them (the `kubernetes` Service): it routes to every node's pods
+    assert exec_lines(render("k8s/pod-routes.service.j2", routes=three.pod_routes("server"))) == [
+        "/usr/sbin/ip route replace 10.244.1.0/24 via 10.77.0.11",
+        "/usr/sbin/ip route replace 10.244.2.0/24 via 10.77.0.12",
+        "/usr/sbin/ip route replace 10.244.3.0/24 via 10.77.0.13",
+    ]

@@ -8,13 +8,14 @@ import yaml
 from kubernetes import client
 
 from numalab.deploy import draining, policy_reset
+from numalab.deploy.node import kubelet_config_text
 from numalab.deploy.policy_reset import plan
 from numalab.model import components
+from numalab.model.cluster import cluster_from_groups
 from numalab.model.kubelet import (
     CPU_MANAGER_STATE,
     MEMORY_MANAGER_STATE,
     KubeletSettings,
-    kubelet_configuration,
     kubelet_policy,
 )
 from numalab.model.node_reset import (
@@ -33,6 +34,8 @@ from numalab.model.node_reset import (
 )
 from numalab.model.topology import Topology
 
+CLUSTER = cluster_from_groups("t", {"rke2_servers": [("server", "10.77.0.10", {})],
+                                    "rke2_agents": [("worker-a", "10.77.0.11", {})]})
 TWO_CELLS = Topology.from_dict(
     {"cells": [{"id": 0, "cpus": "0-1", "memory": "2Gi"}, {"id": 1, "cpus": "2-3", "memory": "2Gi"}]}
 )
@@ -41,7 +44,7 @@ TWO_CELLS = Topology.from_dict(
 def config_text(**settings) -> str:
     """The config file the node stage writes for these kubelet_settings."""
     policy = kubelet_policy(TWO_CELLS, KubeletSettings.from_dict(settings))
-    return yaml.safe_dump(components.kubelet_configuration(kubelet_configuration(policy)), sort_keys=False)
+    return kubelet_config_text(CLUSTER, policy)
 
 
 DEFAULT = config_text()
@@ -105,7 +108,7 @@ def test_a_topology_manager_change_removes_nothing() -> None:
 
 def test_a_config_written_without_managers_counts_as_the_kubelet_defaults() -> None:
     """A kubelet config from before numa-lab set policies: the kubelet's defaults (none/None) were in force."""
-    bare = yaml.safe_dump(components.kubelet_configuration({}))
+    bare = yaml.safe_dump(components.kubelet_configuration(CLUSTER, {}))
     assert plan(bare, DEFAULT) == [CPU_MANAGER_STATE, MEMORY_MANAGER_STATE]
     assert plan(bare, config_text(**{"cpu-manager-policy": "none", "memory-manager-policy": "None"})) == []
 

@@ -76,18 +76,18 @@ def test_what_the_api_answers_goes_through_the_same_readers() -> None:
     assert problems(shown, [0, 1], EXPECTED) == []
 
 
-def test_expected_policies_from_the_config_the_node_stage_writes() -> None:
+def test_expected_policies_from_the_config_the_node_stage_writes(cluster) -> None:
     topology = Topology.from_dict(
         {"cells": [{"id": 0, "cpus": "0-1", "memory": "2Gi"}, {"id": 1, "cpus": "2-3", "memory": "2Gi"}]}
     )
     policy = kubelet_policy(topology, KubeletSettings.from_dict({"topology-manager-policy": "restricted"}))
     assert expected_policies(policy) == {**EXPECTED, "topologyManagerPolicy": "restricted"}
     # the config the upstream node stage writes shows the same (RKE2 writes the policy's args instead)
-    written = yaml.safe_load(kubelet_config_text(policy))
+    written = yaml.safe_load(kubelet_config_text(cluster, policy))
     assert kubelet_policies({"kubeletconfig": written}) == expected_policies(policy)
 
 
-def test_configz_policies_fill_in_the_kubelet_defaults() -> None:
+def test_configz_policies_fill_in_the_kubelet_defaults(cluster) -> None:
     defaults = {
         "cpuManagerPolicy": "none",
         "memoryManagerPolicy": "None",
@@ -95,6 +95,6 @@ def test_configz_policies_fill_in_the_kubelet_defaults() -> None:
         "topologyManagerScope": "container",
     }
     assert kubelet_policies({"kubeletconfig": {}}) == defaults
-    assert kubelet_policies({"kubeletconfig": components.kubelet_configuration({})}) == defaults
+    assert kubelet_policies({"kubeletconfig": components.kubelet_configuration(cluster, {})}) == defaults
     static = kubelet_policies({"kubeletconfig": {"cpuManagerPolicy": "static"}})
     assert static == {**defaults, "cpuManagerPolicy": "static"}

@@ -38,6 +38,7 @@ EXPECTED = {
     "admin": ("numa-lab-admin", ["system:masters"], set(), set(), CLIENT_AUTH),
     "controller-manager": ("system:kube-controller-manager", [], set(), set(), CLIENT_AUTH),
     "scheduler": ("system:kube-scheduler", [], set(), set(), CLIENT_AUTH),
+    "kube-proxy": ("system:kube-proxy", [], set(), set(), CLIENT_AUTH),
     "nodes/worker-1/kubelet-client": ("system:node:worker-1", ["system:nodes"], set(), set(), CLIENT_AUTH),
     "nodes/worker-1/kubelet": ("system:node:worker-1", ["system:nodes"], {"worker-1"}, {"10.77.0.11"}, SERVER_AUTH),
     "nodes/worker-2/kubelet-client": ("system:node:worker-2", ["system:nodes"], set(), set(), CLIENT_AUTH),
@@ -47,6 +48,7 @@ KUBECONFIGS = {
     "admin.conf": ("https://10.77.0.10:6443", "admin", "numa-lab-admin"),
     "controller-manager.conf": ("https://127.0.0.1:6443", "controller-manager", "system:kube-controller-manager"),
     "scheduler.conf": ("https://127.0.0.1:6443", "scheduler", "system:kube-scheduler"),
+    "kube-proxy.conf": ("https://10.77.0.10:6443", "kube-proxy", "system:kube-proxy"),
     "nodes/worker-1/kubelet.conf": ("https://10.77.0.10:6443", "nodes/worker-1/kubelet-client", "system:node:worker-1"),
     "nodes/worker-2/kubelet.conf": ("https://10.77.0.10:6443", "nodes/worker-2/kubelet-client", "system:node:worker-2"),
 }
