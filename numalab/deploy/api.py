@@ -117,3 +117,23 @@ def pods_and_last_events(core: client.CoreV1Api, namespace: str, app: str) -> st
         last = f"{events[-1].reason}: {events[-1].message}" if events else "no event"
         described.append(f"{name} ({pod.status.phase} on {pod.spec.node_name or 'no node'}): {last}")
     return "; ".join(described)
+
+
+def wait_daemonset_ready(kubeconfig: Path, namespace: str, daemonset: str, timeout: float) -> None:
+    """Wait until every scheduled pod of `daemonset` runs its current template and is ready; a timeout names
+    each pod with its phase and last event."""
+    core = core_api(kubeconfig)
+    apps = client.AppsV1Api(core.api_client)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = apps.read_namespaced_daemon_set(daemonset, namespace, _request_timeout=5)
+            status, wanted = found.status, found.status.desired_number_scheduled or 0
+            if ((status.observed_generation or 0) >= (found.metadata.generation or 0) and wanted > 0
+                    and (status.updated_number_scheduled or 0) == wanted and (status.number_ready or 0) == wanted):
+                return
+        except Problem:
+            pass
+        time.sleep(3)
+    raise RuntimeError(f"DaemonSet {namespace}/{daemonset} not ready after {timeout:.0f} s: "
+                       f"{pods_and_last_events(core, namespace, daemonset)}")

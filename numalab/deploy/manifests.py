@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -27,6 +28,7 @@ TEMPLATE = "plugin/daemonset.yaml.j2"
 MANIFEST_CHECKSUM = "numa-lab/manifest-sha256"
 SETTINGS_CHECKSUM = "numa-lab/settings-sha256"
 FIELD_MANAGER = "numa-lab"
+APP_LABEL = "app.kubernetes.io/name"
 
 
 @dataclass(frozen=True)
@@ -94,3 +96,36 @@ def apply(kubeconfig: Path, text: str) -> None:
         namespace = obj["metadata"].get("namespace") if resource.namespaced else None
         dynamic_client.server_side_apply(resource, body=obj, name=obj["metadata"]["name"], namespace=namespace,
                                          field_manager=FIELD_MANAGER, force_conflicts=True)
+
+
+def numa_align_present(kubeconfig: Path) -> bool:
+    """Does the cluster hold numa-align's DaemonSet or any of its pods? False when the API does not answer."""
+    try:
+        core = api.core_api(kubeconfig)
+        daemonsets = client.AppsV1Api(core.api_client).list_namespaced_daemon_set(
+            NAMESPACE, field_selector=f"metadata.name={NAME}", _request_timeout=5).items
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{APP_LABEL}={NAME}", _request_timeout=5).items
+    except api.Problem:
+        return False
+    return bool(daemonsets or pods)
+
+
+def remove_numa_align(kubeconfig: Path, timeout: float) -> None:
+    """Delete the DaemonSet, its ConfigMap and ServiceAccount, and wait until its last pod is gone (each pod
+    removes its sockets as it stops), so a systemd install never meets a second plugin."""
+    core = api.core_api(kubeconfig)
+    apps = client.AppsV1Api(core.api_client)
+    for delete in (apps.delete_namespaced_daemon_set, core.delete_namespaced_config_map,
+                   core.delete_namespaced_service_account):
+        try:
+            delete(NAME, NAMESPACE, propagation_policy="Foreground")
+        except api.ApiException as exc:
+            if exc.status != 404:
+                raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not numa_align_present(kubeconfig):
+            return
+        time.sleep(3)
+    raise RuntimeError(f"numa-align pods still in {NAMESPACE} {timeout:.0f} s after the DaemonSet was deleted: "
+                       f"{api.pods_and_last_events(core, NAMESPACE, NAME)}")

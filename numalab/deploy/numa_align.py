@@ -3,8 +3,13 @@
 `numa_align_install: systemd` (default): a wheelhouse built on the controller for the node's Python is
 uploaded and installed into a venv at /opt/numa-align, run by the unit from templates/plugin/, and
 restarted when the wheels or its settings change. `daemonset`: the DaemonSet manifests from
-templates/plugin/ are applied with the image the user names (`numa_align_image`) when they differ from
-what is live (image, settings or manifest); a settings change rolls the pods.
+templates/plugin/ are applied with the image the user names (`numa_align_image`; in an inventory with a
+registry, the lab's own numa-lab/numa-align image by digest) when they differ from what is live (image,
+settings or manifest); a settings change rolls the pods.
+
+Switching one way removes the other first, so two plugins never serve the same node: to daemonset, each
+node's unit is stopped and its unit file, venv and link removed; to systemd, the DaemonSet and its objects
+are deleted and its last pod waited for (each pod removes its sockets as it stops).
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.files import File
 from pyinfra.facts.server import Command
 from pyinfra.operations import files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
-from numalab.deploy import context, manifests
+from numalab.deploy import api, context, controller, manifests
 from numalab.deploy.policy import node_policy
 from numalab.deploy.wheelhouse import wheelhouse
+from numalab.images.lab_images import lab_image_reference
 from numalab.model.errors import ValidationError
 from numalab.model.plugin_settings import plugin_settings as settings_for
 from numalab.render import render
@@ -28,6 +35,11 @@ from numalab.render import render
 PREFIX = "/opt/numa-align"
 WHEELS = f"{PREFIX}/wheels"
 VENV = f"{PREFIX}/venv"
+UNIT_FILE = "/etc/systemd/system/numa-align.service"
+LINK = "/usr/local/bin/numa-align"
+SWITCH_TIMEOUT = 180.0
+READY_TIMEOUT = 300.0
+IMAGE_KEY = "numa-align"
 
 
 def plugin_settings() -> dict[str, str]:
@@ -38,7 +50,16 @@ def plugin_settings() -> dict[str, str]:
         raise DeployError(f"{host.name}: {exc}") from None
 
 
+def _applies_cluster_objects() -> bool:
+    """One host (the first node by name) applies or deletes the cluster-wide DaemonSet."""
+    return context.node_name(host) == context.cluster_of(host).node_names[0]
+
+
 def _systemd_install() -> None:
+    kubeconfig = context.state_dir(host) / "kubeconfig"
+    if _applies_cluster_objects() and manifests.numa_align_present(kubeconfig):
+        python.call(name="Remove the numa-align DaemonSet first (numa_align_install is systemd)",
+                    function=manifests.remove_numa_align, kubeconfig=kubeconfig, timeout=SWITCH_TIMEOUT)
     python_version = host.get_fact(Command, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
     if not python_version:
         raise DeployError(f"{host.name}: no python3 on the node (numa-align runs in a venv of the node's Python)")
@@ -59,18 +80,21 @@ def _systemd_install() -> None:
         commands=[f"{VENV}/bin/pip install --no-index --find-links {WHEELS} --force-reinstall -q numa-align"],
         _if=any_changed(*changes),
     )
-    files.link(name="numa-align on PATH (for `numa-align inspect`)", path="/usr/local/bin/numa-align",
+    files.link(name="numa-align on PATH (for `numa-align inspect`)", path=LINK,
                target=f"{VENV}/bin/numa-align")
     unit = files.put(
         name="numa-align unit",
         src=StringIO(render("plugin/numa-align.service.j2", exec_start=f"{VENV}/bin/numa-align serve",
                             env=plugin_settings())),
-        dest="/etc/systemd/system/numa-align.service", mode="644",
+        dest=UNIT_FILE, mode="644",
     )
     systemd.daemon_reload(name="Reload systemd for numa-align", _if=any_changed(unit))
-    systemd.service(name="numa-align enabled and running", service="numa-align", running=True, enabled=True)
+    started = systemd.service(name="numa-align enabled and running", service="numa-align", running=True,
+                              enabled=True)
+    # Not when this run started it: it already runs the new wheels and settings (a restart would only drop
+    # its registration for the seconds it takes to come back).
     systemd.service(name="Restart numa-align for its new wheels or settings", service="numa-align",
-                    restarted=True, _if=any_changed(install, unit))
+                    restarted=True, _if=lambda: any_changed(install, unit)() and not started.did_change())
 
 
 def _remote_wheels() -> list[str]:
@@ -82,20 +106,45 @@ def _venv_exists() -> bool:
     return bool(host.get_fact(Command, f"test -x {VENV}/bin/pip && echo yes || true"))
 
 
-def _daemonset_install() -> None:
+def _remove_systemd_install() -> None:
+    """The unit stopped and disabled, its file, the venv and the link gone: only when the unit is there."""
+    if not host.get_fact(File, path=UNIT_FILE):
+        return
+    systemd.service(name="Stop numa-align's unit (numa_align_install is daemonset)", service="numa-align",
+                    running=False, enabled=False)
+    removed = files.file(name="Remove numa-align's unit file", path=UNIT_FILE, present=False)
+    systemd.daemon_reload(name="Reload systemd without numa-align", _if=any_changed(removed))
+    files.link(name="Remove numa-align from PATH", path=LINK, present=False)
+    files.directory(name=f"Remove {PREFIX} (venv and wheels)", path=PREFIX, present=False)
+
+
+def daemonset_image() -> str:
+    """`numa_align_image`, else the lab registry's numa-lab/numa-align pinned by digest."""
     image = host.data.get("numa_align_image")
-    if not image:
-        raise DeployError(f"{host.name}: numa_align_install is daemonset but numa_align_image names no image")
-    cluster = context.cluster_of(host)
-    if context.node_name(host) != cluster.node_names[0]:
+    if image:
+        return str(image)
+    registry = context.cluster_of(host).registry_endpoint
+    if registry is None:
+        raise DeployError(f"{host.name}: numa_align_install is daemonset but numa_align_image names no image "
+                          "(and the inventory has no registry host to serve numa-lab's own)")
+    return lab_image_reference(registry, IMAGE_KEY, controller.binaries(host).version)
+
+
+def _daemonset_install() -> None:
+    _remove_systemd_install()
+    if not _applies_cluster_objects():
         return  # one host applies the cluster-wide DaemonSet
+    image = daemonset_image()
     kubeconfig = context.state_dir(host) / "kubeconfig"
-    text = manifests.numa_align_daemonset(str(image), plugin_settings())
+    text = manifests.numa_align_daemonset(image, plugin_settings())
     if not manifests.needs_apply(text, manifests.live_state(kubeconfig)):
         host.noop(f"the numa-align DaemonSet already runs {image} with these settings")
         return
     python.call(name="Apply the numa-align DaemonSet (its pods roll on a new image or settings)",
                 function=manifests.apply, kubeconfig=kubeconfig, text=text)
+    python.call(name="Wait until a numa-align pod runs the new template on every node",
+                function=api.wait_daemonset_ready, kubeconfig=kubeconfig, namespace=manifests.NAMESPACE,
+                daemonset=manifests.NAME, timeout=READY_TIMEOUT)
 
 
 @deploy("numa_align")

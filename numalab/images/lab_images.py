@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from numalab.images.numa_align_image import build_plugin_image, plugin_image_tag
 from numalab.images.oci import Entry, Image, RuntimeConfig, build_image
 from numalab.images.push import PushedImage, RegistryClient, push_image
 from numalab.k8s.coredns import COREDNS_VERSION, coredns_binary
@@ -28,6 +29,7 @@ PAUSE_REPOSITORY = "numa-lab/pause"
 PROBE_REPOSITORY = "numa-lab/probe"
 PROBE_TAG = "1"
 COREDNS_REPOSITORY = "numa-lab/coredns"
+NUMA_ALIGN_REPOSITORY = "numa-lab/numa-align"
 COREDNS_TAG = COREDNS_VERSION.removeprefix("v")
 COREDNS_USER = "0:0"
 """Root, as CoreDNS's own image; the lab's Deployment drops every capability but NET_BIND_SERVICE."""
@@ -61,14 +63,21 @@ class LabImage:
 
 
 def lab_images(version: str = KUBERNETES_VERSION) -> list[LabImage]:
-    """The pause, probe and coredns images for Kubernetes `version` (downloads the Go module to read the
-    pause TAG); nothing is built until an image's `build` is called."""
+    """The pause, probe, coredns and numa-align images for Kubernetes `version` (downloads the Go module to
+    read the pause TAG); nothing is built until an image's `build` is called."""
     makefile = pause_makefile(version)
     return [
         LabImage("pause", PAUSE_REPOSITORY, pause_tag(makefile), lambda: build_pause(version)),
         LabImage("probe", PROBE_REPOSITORY, PROBE_TAG, build_probe),
         LabImage("coredns", COREDNS_REPOSITORY, COREDNS_TAG, build_coredns),
+        LabImage("numa-align", NUMA_ALIGN_REPOSITORY, plugin_image_tag(), build_plugin_image),
     ]
+
+
+def lab_image_reference(registry: str, key: str, version: str = KUBERNETES_VERSION) -> str:
+    """`registry/repository@sha256:...`: the lab image `key` pinned by digest (built, or read from its cache)."""
+    (image,) = select_images(lab_images(version), [key])
+    return f"{registry}/{image.repository}@{image.build().digest}"
 
 
 def select_images(images: list[LabImage], wanted: list[str]) -> list[LabImage]:

@@ -87,7 +87,7 @@ def test_real_pause_makefile_gives_the_tag_lab_images_uses():
 
 def test_select_images_by_key_repository_or_name():
     images = lab_images()
-    assert [image.key for image in select_images(images, [])] == ["pause", "probe", "coredns"]
+    assert [image.key for image in select_images(images, [])] == ["pause", "probe", "coredns", "numa-align"]
     assert [image.key for image in select_images(images, ["numa-lab/probe:1", "probe", "pause"])] == ["probe", "pause"]
     with pytest.raises(LookupError, match="'nginx' is not a lab image; expected one of pause"):
         select_images(images, ["nginx"])
