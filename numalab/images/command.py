@@ -19,13 +19,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "image",
         help="build and push the lab's container images",
-        description="Build the lab images (pause, probe, coredns) without a container engine and push them to a "
-        "registry.",
+        description="Build the lab images (pause, probe, coredns, numa-align) without a container engine and push them "
+        "to a registry.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     push = actions.add_parser("push", help="build the lab images and push them (idempotent)")
     push.add_argument("images", nargs="*", metavar="IMAGE",
-                      help="pause, probe, coredns or numa-lab/<name>[:tag] (default: every lab image)")
+                      help="pause, probe, coredns, numa-align or numa-lab/<name>[:tag] (default: every lab image)")
     push.add_argument("--registry", required=True, metavar="HOST:PORT", help="the registry, e.g. registry:5000")
     push.add_argument("--ca", type=Path, metavar="FILE", help="CA certificate the registry's TLS certificate "
                       "chains to (default: the system CAs)")

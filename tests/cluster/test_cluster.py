@@ -1,16 +1,18 @@
-"""The real cluster: the default lab (registry, server, two 2-cell workers) running upstream Kubernetes,
-plus worker-3 shaped like a real server (2 threads per core, a whole core offline, a memory-only node,
-hugepages) under full-pcpus-only, on which the real kubelet shows what it accepts: the computed policy,
-whole-core reservations, pinned pods on whole cores of cells with CPUs, part of a core refused, and no
-numa-align device for the memory-only cell.
+"""The real cluster: the default lab's registry, server and worker-1 (2 cells) running upstream Kubernetes,
+with worker-3 in place of the default lab's worker-2 (worker-1's twin; one guest fewer on CI's 2 cores),
+shaped like a real server (2 threads per core, a whole core offline, a memory-only node, hugepages) under
+full-pcpus-only, on which the real kubelet shows what it accepts: the computed policy, whole-core
+reservations, pinned pods on whole cores of cells with CPUs, part of a core refused, and no numa-align
+device for the memory-only cell.
 
 One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
 Cpus_allowed_list and Mems_allowed_list narrowed to node N, a Service reached by its DNS name), inspect a
-worker's kubelet, change the Memory Manager policy (a reset, one node at a time), deploy a second time
-(no changes: every stage is idempotent and the reset is not done again), destroy. One rerun after the
-reset shows both; a rerun before it too (the same stages, the memory policy aside) cost 2.5 minutes of CI.
-Slow (about 28 minutes with cached binaries and image on 2 cores); marked `cluster` and run in CI.
+worker's kubelet; then one run changes the Memory Manager policy (a reset, one node at a time) and moves
+numa-align from its systemd unit to its DaemonSet (the lab registry's image), pinned pods pass under both;
+a deploy changes nothing (every stage is idempotent and the reset is not done again); numa-align goes back
+to its unit; destroy.
+Slow (about 28 minutes with cached binaries and images on 2 cores); marked `cluster` and run in CI.
 """
 
 from __future__ import annotations
@@ -54,10 +56,20 @@ def changes(run: subprocess.CompletedProcess[str]) -> str:
 
 WORKER_3 = {"name": "worker-3", "groups": ["rke2_agents"], "numa": CLUSTER_WORKER_NUMA}
 WORKER_3_SETTINGS = {"cpu-manager-policy-options": {"full-pcpus-only": "true"}}
+WORKERS = ("worker-1", "worker-3")
+# inventories/kvm.py's lab without its worker-2 (worker-1's twin): worker-3 is the second worker.
+WITHOUT_WORKER_2 = textwrap.dedent("""
+    _lab = lab_from_dict({"settings": _settings, "guests": [g for g in _GUESTS if g["name"] != "worker-2"]
+                                                           + extra_guests(os.environ)})
+    _groups = pyinfra_groups(_lab)
+    lab_guests, registry = _groups["lab_guests"], _groups["registry"]
+    rke2_servers, rke2_agents = _groups["rke2_servers"], _groups["rke2_agents"]
+    """)
 
 
-def write_inventory(path: Path, memory_policy: str | None = None) -> Path:
-    """inventories/kvm.py with worker-3's CPU Manager options, and maybe the workers' Memory Manager policy."""
+def write_inventory(path: Path, memory_policy: str | None = None, numa_align_install: str | None = None) -> Path:
+    """inventories/kvm.py with worker-3's CPU Manager options, and maybe the workers' Memory Manager policy
+    and numa-align's install (systemd by default, or daemonset: the lab registry's image)."""
     override = textwrap.dedent(f"""
         for _name, _data in rke2_agents:
             _data["kubelet_settings"] = {WORKER_3_SETTINGS!r} if _data["kvm_guest"] == "worker-3" else {{}}
@@ -67,7 +79,12 @@ def write_inventory(path: Path, memory_policy: str | None = None) -> Path:
             for _name, _data in rke2_agents:
                 _data["kubelet_settings"]["memory-manager-policy"] = {memory_policy!r}
             """)
-    path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{override}")
+    if numa_align_install is not None:
+        override += textwrap.dedent(f"""
+            for _name, _data in rke2_agents:
+                _data["numa_align_install"] = {numa_align_install!r}
+            """)
+    path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{WITHOUT_WORKER_2}{override}")
     return path
 
 
@@ -90,7 +107,7 @@ def kubelet_history(state: Path) -> str:
                "grep -E 'Main process exited|Failed with result|Scheduled restart|Started' | tail -n 8; "
                "dmesg | grep -iE 'out of memory|oom-kill|killed process' | tail -n 5")
     parts = ["", "kubelet history per worker:"]
-    for worker in ("worker-1", "worker-2", "worker-3"):
+    for worker in WORKERS:
         seen = ssh(state, worker, command)
         parts.append(f"--- {worker} (ssh rc {seen.returncode})\n{seen.stdout.strip()}\n{seen.stderr.strip()}")
     return "\n".join(parts)
@@ -124,11 +141,34 @@ def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) 
                                env=env, capture_output=True, text=True, timeout=600)
     assert preflight.returncode == 0, preflight.stdout + preflight.stderr
     report = {entry["host"]: entry for entry in json.loads(preflight.stdout)}
-    assert sorted(report) == ["worker-1", "worker-2", "worker-3"]
+    assert sorted(report) == list(WORKERS)
     shape = report["worker-3"]
     assert shape["threads_per_core"] == 2 and shape["offline_cpus"] == "6-7" and shape["memory_only_nodes"] == [2]
     assert shape["hugepages"] == {"0": {"2Mi": 32}} and shape["cgroup_version"] == 2
     assert "reserved-cpus=0-1" in shape["kubelet_args"]
+
+
+def check_numa_align(state: Path, install: str) -> None:
+    """numa-align runs one way only on every worker: the unit or a DaemonSet pod, never both, nothing left of
+    the other, its sockets beside the kubelet's, and its devices allocatable (it registered)."""
+    api = client.CoreV1Api(config.new_client_from_config(str(state / "kubeconfig")))
+    pods = api.list_namespaced_pod("kube-system", label_selector="app.kubernetes.io/name=numa-align").items
+    for worker in WORKERS:
+        unit = ssh(state, worker, "systemctl is-active numa-align; test -e /etc/systemd/system/numa-align.service "
+                                  "&& echo unit-file; test -e /opt/numa-align && echo venv; true").stdout.split()
+        # the deploy's verify saw the devices allocatable; the sockets are the plugin's own, asked until there
+        sockets = ssh(state, worker, "for i in $(seq 30); do ls /var/lib/kubelet/device-plugins | grep -q numa-1 "
+                                     "&& break; sleep 2; done; ls /var/lib/kubelet/device-plugins").stdout.split()
+        on_worker = [pod for pod in pods if pod.spec.node_name == worker]
+        if install == "systemd":
+            assert unit == ["active", "unit-file", "venv"] and on_worker == [], (worker, unit, on_worker)
+        else:
+            assert unit == ["inactive"] or unit == ["unknown"], (worker, unit)
+            assert [pod.status.phase for pod in on_worker] == ["Running"], (worker, on_worker)
+        # one socket per NUMA node with CPUs (worker-3's memory-only node 2 has none), each one plugin's
+        assert sorted(sockets) == ["kubelet.sock", "kubelet_internal_checkpoint", "numa-0.sock", "numa-1.sock"], (
+            worker, sockets)
+        assert allocatable(state, worker)["numa-align/numa-0"] == "100", worker
 
 
 def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -> None:
@@ -146,7 +186,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         output = first.stdout + first.stderr
         assert first.returncode == 0, output[-6000:]
         assert "Kubernetes distribution: upstream" in output
-        for worker in ("worker-1", "worker-2", "worker-3"):
+        for worker in WORKERS:
             assert (f"verify {worker}: numa-align/numa-0=100 numa-align/numa-1=100 | cpu static, memory Static, "
                     "topology single-numa-node/pod") in output
         assert (state / "kubeconfig").stat().st_mode & 0o777 == 0o600
@@ -161,7 +201,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         history = kubelet_history(state)
         print(history)  # shown with any failure below; NRestarts=0 means no kubelet crashed during e2e
         assert suite.returncode == 0, table[-8000:] + history
-        for worker in ("worker-1", "worker-2", "worker-3"):
+        for worker in WORKERS:
             for node in (0, 1):
                 row = next(line.split() for line in table.splitlines()
                            if line.split()[:3] == [worker, str(node), "pinned"])
@@ -170,31 +210,34 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         # full-pcpus-only on the real kubelet: pinned pods got whole cores (above), part of a core is refused
         split = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-3", "0", "whole-core"])
         assert split[3] == "pass" and "SMTAlignmentError" in " ".join(split), split
-        # Services and cluster DNS: worker-1 reached a Service backed by worker-2 by its DNS name (kube-proxy, CoreDNS)
+        # Services and cluster DNS: worker-1 reached a Service backed by worker-3 by its DNS name (kube-proxy, CoreDNS)
         dns = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-1", "*", "service-dns"])
-        assert dns[3] == "pass" and "worker-2" in dns, dns
+        assert dns[3] == "pass" and "worker-3" in dns, dns
 
         inspected = ssh(state, "worker-1", "numa-align inspect --format json")
         assert inspected.returncode == 0, inspected.stderr
         report = json.loads(inspected.stdout)
         assert report["memory_manager"]["policy"] == "Static" and report["memory_manager"]["managed"]
 
-        # Memory Manager None: the stale memory_manager_state is removed once; the run after changes nothing.
-        none_inventory = write_inventory(tmp_path / "inventory-none.py", memory_policy="None")
-        with step("Memory Manager None reset"):
+        # Memory Manager None, and numa-align from its unit to the DaemonSet (the lab registry's image) in the
+        # same run: the stale memory_manager_state is removed once; the run after changes nothing.
+        none_inventory = write_inventory(tmp_path / "inventory-none.py", memory_policy="None",
+                                         numa_align_install="daemonset")
+        with step("Memory Manager None reset, numa-align to its DaemonSet"):
             reset = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
         reset_output = reset.stdout + reset.stderr
         assert reset.returncode == 0, reset_output[-6000:]
         assert "Remove /var/lib/kubelet/memory_manager_state" in reset_output
         assert "memory None" in reset_output
+        assert "Apply the numa-align DaemonSet" in reset_output
+        check_numa_align(state, "daemonset")
         # One node at a time: each worker's reset ends (uncordon) before the next one's drain starts.
-        marks = [reset_output.index(f"{action} {worker}") for worker in ("worker-1", "worker-2", "worker-3")
+        marks = [reset_output.index(f"{action} {worker}") for worker in WORKERS
                  for action in ("Drain", "Uncordon")]
         assert marks == sorted(marks), marks
-        inspected = ssh(state, "worker-2", "numa-align inspect --format json")
-        assert inspected.returncode == 0, inspected.stderr
-        assert json.loads(inspected.stdout)["memory_manager"]["managed"] is False
-        with step("e2e pinned pods under None"):
+        memory_state = json.loads(ssh(state, "worker-3", "cat /var/lib/kubelet/memory_manager_state").stdout)
+        assert memory_state["policyName"] == "None", memory_state
+        with step("e2e pinned pods under None, numa-align as a DaemonSet"):
             pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
         assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:]
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
@@ -203,6 +246,14 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
         assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
         assert changes(again) == "-", "the second run changed something: " + (again.stdout + again.stderr)[-4000:]
+        # Back to the unit: the DaemonSet and its pods go first, the unit registers again.
+        systemd_inventory = write_inventory(tmp_path / "inventory-systemd.py", memory_policy="None")
+        with step("numa-align back to its systemd unit"):
+            back = run_pyinfra(systemd_inventory, env, DEPLOY, timeout=1800)
+        back_output = back.stdout + back.stderr
+        assert back.returncode == 0, back_output[-6000:]
+        assert "Remove the numa-align DaemonSet first" in back_output
+        check_numa_align(state, "systemd")
     finally:
         with step("destroy"):
             destroyed = run_numalab(inventory, env, "destroy")
