@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -47,6 +48,14 @@ DEPLOY = str(REPO / "deploys" / "cluster.py")
 def results_row(output: str, label: str) -> list[str]:
     line = next(line for line in output.splitlines() if line.strip().startswith(label))
     return line.split()[-4:]
+
+
+def failed_run(output: str) -> str:
+    """What a failed pyinfra run said: its error lines first (the summary table would push them out of the
+    tail), then the tail."""
+    errors = [line for line in output.splitlines()
+              if re.search(r"\] Error|rror:|not ready|Traceback|numa-lab: .* (failed|refused)", line)]
+    return "\n".join(["errors:", *errors[:40], "tail:", output[-4000:]])
 
 
 def changes(run: subprocess.CompletedProcess[str]) -> str:
@@ -184,7 +193,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         with step("first deploy (lab up, build or cache, every stage)"):
             first = run_pyinfra(inventory, env, DEPLOY, timeout=2400)
         output = first.stdout + first.stderr
-        assert first.returncode == 0, output[-6000:]
+        assert first.returncode == 0, failed_run(output)
         assert "Kubernetes distribution: upstream" in output
         for worker in WORKERS:
             assert (f"verify {worker}: numa-align/numa-0=100 numa-align/numa-1=100 | cpu static, memory Static, "
@@ -226,7 +235,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         with step("Memory Manager None reset, numa-align to its DaemonSet"):
             reset = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
         reset_output = reset.stdout + reset.stderr
-        assert reset.returncode == 0, reset_output[-6000:]
+        assert reset.returncode == 0, failed_run(reset_output)
         assert "Remove /var/lib/kubelet/memory_manager_state" in reset_output
         assert "memory None" in reset_output
         assert "Apply the numa-align DaemonSet" in reset_output
@@ -244,14 +253,14 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         # The second run of the deploy changes nothing: every stage is idempotent, and the reset happened once.
         with step("second deploy (no changes)"):
             again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
-        assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+        assert again.returncode == 0, failed_run(again.stdout + again.stderr)
         assert changes(again) == "-", "the second run changed something: " + (again.stdout + again.stderr)[-4000:]
         # Back to the unit: the DaemonSet and its pods go first, the unit registers again.
         systemd_inventory = write_inventory(tmp_path / "inventory-systemd.py", memory_policy="None")
         with step("numa-align back to its systemd unit"):
             back = run_pyinfra(systemd_inventory, env, DEPLOY, timeout=1800)
         back_output = back.stdout + back.stderr
-        assert back.returncode == 0, back_output[-6000:]
+        assert back.returncode == 0, failed_run(back_output)
         assert "Remove the numa-align DaemonSet first" in back_output
         check_numa_align(state, "systemd")
     finally:

@@ -30,7 +30,9 @@ FAT_SIZE_MIB = 63
 ROOT_START_MIB = FAT_START_MIB + FAT_SIZE_MIB
 MBR_CODE = Path("/usr/lib/syslinux/mbr/mbr.bin")
 DISK = "cloud.qcow2"
-KERNEL_CMDLINE = "root=/dev/vda2 rw console=ttyS0 net.ifnames=0 nokaslr"
+# panic=5 as the lab's own guests have it (numalab/lab/image.py): a boot-time panic under emulation reboots
+# the guest instead of leaving the SSH wait to time out after 600 s.
+KERNEL_CMDLINE = "root=/dev/vda2 rw console=ttyS0 net.ifnames=0 nokaslr panic=5"
 SYSLINUX_CFG = (
     "SERIAL 0 115200\n"
     "DEFAULT linux\n"

@@ -78,7 +78,7 @@ def test_guest_boots_a_cloud_image_by_its_own_bootloader(cloud_disk: Path, tmp_p
         host = testinfra.get_host("ssh://cloudy", ssh_config=str(lab.settings.state_dir / "ssh_config"))
         # syslinux puts BOOT_IMAGE first: the kernel came from the disk's bootloader, root from partition 2.
         cmdline = host.file("/proc/cmdline").content_string.split()
-        assert cmdline[0] == "BOOT_IMAGE=/vmlinuz" and "root=/dev/vda2" in cmdline
+        assert cmdline[0] == "BOOT_IMAGE=/vmlinuz" and "root=/dev/vda2" in cmdline and "panic=5" in cmdline
         assert host.check_output("findmnt -no SOURCE /") == "/dev/vda2"
         assert host.check_output("hostname") == "cloudy"  # from the seed
         assert "DataSourceNoCloud" in host.file("/run/cloud-init/status.json").content_string
