@@ -91,3 +91,9 @@ def test_a_new_image_an_absent_daemonset_or_edited_settings_are_applied() -> Non
     assert needs_apply(numa_align_daemonset("registry:5000/numa-align:0.2.0", SETTINGS), live(text))
     assert needs_apply(text, None)
     assert needs_apply(text, Live(live(text).checksum, {**live(text).settings, "NUMA_CAPACITY": "7"}))
+
+
+def test_the_plugin_asks_no_cpu_so_pinned_pods_can_take_every_allocatable_cpu() -> None:
+    (container,) = pod_spec(numa_align_daemonset(IMAGE, SETTINGS))["containers"]
+    assert "cpu" not in container["resources"]["requests"] and "cpu" not in container["resources"].get("limits", {})
+    assert container["resources"]["requests"]["memory"] == "64Mi"
