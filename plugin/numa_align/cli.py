@@ -13,10 +13,13 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from numa_align import __version__
-from numa_align.settings import OPTIONS, SettingsError, read_settings
+from numa_align.settings import OPTIONS, Settings, SettingsError, read_settings
+
+if TYPE_CHECKING:
+    from numa_align.kubeapi import KubeClient
 
 log = logging.getLogger("numa_align")
 
@@ -86,16 +89,23 @@ def _discover(parsed: argparse.Namespace) -> int:
 
 def _serve(parsed: argparse.Namespace) -> int:
     from numa_align.discovery import discover
+    from numa_align.metrics import Metrics
+    from numa_align.publishing import NrtPublisher
     from numa_align.running import Plugin
 
     try:
         settings = read_settings(os.environ, _flags(parsed), serving=True)
         host = discover(settings)
+        client = _kube_client(settings, flag_given=parsed.kubeconfig is not None)
     except SettingsError as exc:
         print(f"numa-align: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    plugin = Plugin(settings, host)
+    metrics = Metrics()
+    plugin = Plugin(settings, host, metrics)
+    publisher = None
+    if client is not None or settings.metrics_addr is not None:
+        publisher = NrtPublisher(settings, lambda: plugin.topology, client, metrics)
 
     def on_signal(signum: int, _frame: object) -> None:
         plugin.stop(f"received {signal.Signals(signum).name}")
@@ -108,9 +118,32 @@ def _serve(parsed: argparse.Namespace) -> int:
         __version__, len(host.cpu_nodes), ",".join(str(n.id) for n in host.cpu_nodes), memory_only,
         settings.capacity, settings.socket_dir,
     )
+    if client is not None:
+        log.info("publishing NodeResourceTopology %s to %s (%s, topology manager %s/%s), polling %s every %gs",
+                 settings.node_name, client.server, client.config.source, settings.topology_policy,
+                 settings.topology_scope, settings.pod_resources_socket, settings.poll_interval)
     try:
+        if publisher is not None:
+            publisher.start()
         plugin.run()
     except OSError as exc:
         log.error("cannot serve: %s", exc)
         return 1
+    finally:
+        if publisher is not None:
+            publisher.stop()
     return 0
+
+
+def _kube_client(settings: Settings, flag_given: bool) -> KubeClient | None:
+    """The API client NRT publishing uses (None when it is off); a bad configuration is a SettingsError."""
+    if not settings.nrt:
+        return None
+    from numa_align.kubeapi import KubeClient
+    from numa_align.kubeconfig import ConfigError, load_config
+
+    option = OPTIONS["kubeconfig"]
+    try:
+        return KubeClient(load_config(settings.kubeconfig))
+    except ConfigError as exc:
+        raise SettingsError(option.flag if flag_given else option.variable, str(exc)) from None

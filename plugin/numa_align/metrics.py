@@ -1,5 +1,9 @@
 """Prometheus metrics of the plugin, on a registry of its own so several plugins can share a process
-(tests run many)."""
+(tests run many).
+
+The per-node `numa_align_node_*` gauges (what the kubelet may hand out and what pinned pods hold on each
+NUMA node) come from the PodResources poll of `publishing.NrtPublisher`, which runs whenever metrics are
+served, NRT publishing on or off."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from http.server import ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from numa_align.devices import HEALTHY, UNHEALTHY
+from numa_align.nrt import CPU, MEMORY, Allocatable, ExclusiveUse
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +42,45 @@ class Metrics:
         self.allocate_errors = Counter(
             "numa_align_allocate_errors", "Allocate calls rejected (unknown or foreign device ids)", registry=r
         )
+        self.cpus_allocatable = Gauge(
+            "numa_align_node_cpus_allocatable", "CPUs of the NUMA node the kubelet may pin (PodResources)",
+            ["node"], registry=r)
+        self.cpus_allocated = Gauge(
+            "numa_align_node_cpus_allocated", "CPUs of the NUMA node pinned to containers (exclusive)",
+            ["node"], registry=r)
+        self.memory_allocatable = Gauge(
+            "numa_align_node_memory_allocatable_bytes", "Memory of the NUMA node the kubelet may place (PodResources)",
+            ["node"], registry=r)
+        self.memory_allocated = Gauge(
+            "numa_align_node_memory_allocated_bytes",
+            "Memory placed on the NUMA node by the Memory Manager (a block over several nodes counts on each)",
+            ["node"], registry=r)
+        self.pods_pinned = Gauge(
+            "numa_align_node_pods_pinned",
+            "Pods with exclusive CPUs, NUMA-placed memory or numa-align devices on the NUMA node", ["node"], registry=r)
+        self._cells: set[int] = set()
         self._server: ThreadingHTTPServer | None = None
 
     def set_node(self, node: int, cpus: int, memory: int, memory_only: bool = False) -> None:
         self.node_cpus.labels(node=str(node)).set(cpus)
         self.node_memory.labels(node=str(node)).set(memory)
         self.node_memory_only.labels(node=str(node)).set(1 if memory_only else 0)
+
+    def set_cells(self, allocatable: Allocatable, exclusive: ExclusiveUse, pinned: dict[int, int]) -> None:
+        """The per-node gauges for the nodes in `pinned` (every online node); nodes gone since lose theirs."""
+        gauges = (self.cpus_allocatable, self.cpus_allocated, self.memory_allocatable, self.memory_allocated,
+                  self.pods_pinned)
+        for node in self._cells - pinned.keys():
+            for gauge in gauges:
+                gauge.remove(str(node))
+        for node, pods in pinned.items():
+            label = str(node)
+            self.cpus_allocatable.labels(node=label).set(allocatable.get(node, CPU))
+            self.cpus_allocated.labels(node=label).set(exclusive.get(node, CPU))
+            self.memory_allocatable.labels(node=label).set(allocatable.get(node, MEMORY))
+            self.memory_allocated.labels(node=label).set(exclusive.get(node, MEMORY))
+            self.pods_pinned.labels(node=label).set(pods)
+        self._cells = set(pinned)
 
     def set_devices(self, resource: str, count: int, healthy: bool) -> None:
         self.devices.labels(resource=resource, health=HEALTHY).set(count if healthy else 0)

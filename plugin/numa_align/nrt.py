@@ -16,6 +16,7 @@ from typing import Any
 
 from numa_align.api import podresources_v1_pb2 as pb
 from numa_align.cpulist import format_cpulist
+from numa_align.devices import RESOURCE_DOMAIN
 from numa_align.fingerprint import ATTRIBUTE, ATTRIBUTE_METHOD, METHOD_ALL, METHODS, PREFIX, VERSION
 from numa_align.sysfs import HostTopology, NodeInfo
 
@@ -183,9 +184,30 @@ def exclusive_from_podresources(listed: pb.ListPodResourcesResponse, topology: H
     return ExclusiveUse(tally.result())
 
 
+def pinned_pods(listed: pb.ListPodResourcesResponse, topology: HostTopology) -> dict[int, int]:
+    """Pods per NUMA node with a container holding exclusive CPUs, memory or numa-align devices there.
+
+    A pod pinned across nodes counts on each; ids the host does not have are skipped (exclusive_from_podresources
+    refuses them, with a message).
+    """
+    counts = {node.id: 0 for node in topology.nodes}
+    for pod in listed.pod_resources:
+        nodes: set[int] = set()
+        for container in pod.containers:
+            nodes.update(topology.cpus[cpu].node for cpu in container.cpu_ids if cpu in topology.cpus)
+            for block in container.memory:
+                nodes.update(numa.ID for numa in block.topology.nodes)
+            for entry in container.devices:
+                if entry.device_ids and entry.resource_name.startswith(RESOURCE_DOMAIN + "/"):
+                    nodes.update(numa.ID for numa in entry.topology.nodes)
+        for node in nodes & counts.keys():
+            counts[node] += 1
+    return counts
+
+
 def build_nrt(node_name: str, node_uid: str, topology: HostTopology, allocatable: Allocatable,
               exclusive: ExclusiveUse, policy: str, scope: str, pods_fingerprint: str | None,
-              fingerprint_method: str = METHOD_ALL) -> dict[str, Any]:
+              fingerprint_method: str = METHOD_ALL, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The NRT object, owned by the Node so it goes when the Node goes; one zone per online NUMA node.
 
     A resource's capacity is what sysfs says (devices: their allocatable count), raised to the allocatable
@@ -216,6 +238,7 @@ def build_nrt(node_name: str, node_uid: str, topology: HostTopology, allocatable
         "metadata": {
             "name": node_name,
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}],
+            **({"annotations": dict(annotations)} if annotations else {}),
         },
         "zones": [_zone(node, topology, allocatable, exclusive) for node in topology.nodes],
         "attributes": attributes,

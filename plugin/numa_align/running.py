@@ -80,6 +80,8 @@ class Plugin:
         self.ready = threading.Event()
         """Set once every node's server accepts connections (registration may still be waiting)."""
         self.metrics_address: tuple[str, int] | None = None
+        self.topology = host
+        """The host as the latest sysfs scan saw it (read by the NRT publisher's thread)."""
         self._initial = host
         self._stopping = threading.Event()
         self._watch: DirectoryWatch | None = None
@@ -233,6 +235,7 @@ class Plugin:
     def _apply(self, host: HostTopology, retry_binds: bool = True) -> None:
         """Advertise the online nodes that have online CPUs healthy; those gone offline or left without CPUs
         unhealthy; serve nodes seen first now. Memory-only nodes show in the metrics, never as devices."""
+        self.topology = host
         for node in host.nodes:
             self.metrics.set_node(node.id, len(node.cpus), node.memory, memory_only=not advertised(node))
         online = {node.id: node for node in host.nodes if advertised(node)}

@@ -7,13 +7,17 @@ names the variable (or flag) so the CLI can exit 2 with one line.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from numa_align.cpulist import format_cpulist, parse_cpulist
 from numa_align.devices import socket_name
+from numa_align.kubelet_sources import DEFAULT_SOCKET
+from numa_align.nrt import POLICIES, SCOPES
 from numa_align.sysfs import NodeInfo, node_dir
 
 SOCKET_DIR_CANDIDATES = (
@@ -30,6 +34,11 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.W
               "warn": logging.WARNING, "error": logging.ERROR}
 
 Capacity = int | Literal["cpus"]
+
+_EMPTY_IS_UNSET = ("node_name", "kubeconfig")
+"""Options whose empty value means their default (a ConfigMap may carry them empty)."""
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""A Node's name: a DNS subdomain (lower case, at most 253 characters)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,23 @@ OPTIONS = {
     "log_level": Option("NUMA_LOG_LEVEL", "--log-level", "debug, info, warning or error (default info)"),
     "rescan_interval": Option("NUMA_RESCAN_INTERVAL", "--rescan-interval",
                               "seconds between sysfs rescans for node health and CPU count (default 5)"),
+    "nrt": Option("NUMA_ALIGN_NRT", "--nrt",
+                  "true: publish this node's NodeResourceTopology object to the API server (default false)"),
+    "node_name": Option("NUMA_ALIGN_NODE_NAME", "--node-name",
+                        "this node's name in the API (default: $NODE_NAME, then the host name)"),
+    "kubeconfig": Option("NUMA_ALIGN_KUBECONFIG", "--kubeconfig",
+                         "kubeconfig file for publishing (default: the pod's service account)"),
+    "topology_policy": Option("NUMA_ALIGN_TOPOLOGY_POLICY", "--topology-manager-policy",
+                              "the kubelet's topologyManagerPolicy, published: " + ", ".join(POLICIES)
+                              + " (default none)"),
+    "topology_scope": Option("NUMA_ALIGN_TOPOLOGY_SCOPE", "--topology-manager-scope",
+                             "the kubelet's topologyManagerScope, published: " + ", ".join(SCOPES)
+                             + " (default container)"),
+    "pod_resources_socket": Option("NUMA_ALIGN_POD_RESOURCES_SOCKET", "--pod-resources-socket",
+                                   f"the kubelet's PodResources socket (default {DEFAULT_SOCKET})"),
+    "poll_interval": Option("NUMA_ALIGN_POLL_INTERVAL", "--poll-interval",
+                            "seconds between PodResources polls for the NRT object and the per-node gauges "
+                            "(default 2)"),
 }
 
 
@@ -68,7 +94,9 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """What the plugin runs with. capacity: devices per node or "cpus"; rescan_interval in seconds."""
+    """What the plugin runs with. capacity: devices per node or "cpus"; rescan_interval and poll_interval
+    in seconds; nrt: publish the NodeResourceTopology object (topology_policy and topology_scope are the
+    kubelet's, copied into it)."""
 
     capacity: Capacity = 100
     socket_dir: Path | None = None
@@ -77,6 +105,15 @@ class Settings:
     metrics_addr: tuple[str, int] | None = ("", 9201)
     log_level: int = logging.INFO
     rescan_interval: float = 5.0
+    nrt: bool = False
+    node_name: str | None = None
+    """Given, or (with nrt) $NODE_NAME or the host name; None when nrt is off and none was given."""
+    kubeconfig: Path | None = None
+    """None: the pod's service account."""
+    topology_policy: str = "none"
+    topology_scope: str = "container"
+    pod_resources_socket: Path = DEFAULT_SOCKET
+    poll_interval: float = 2.0
 
     def check_nodes(self, nodes: Iterable[NodeInfo]) -> None:
         """Reserved CPUs must exist on the host; raise SettingsError naming NUMA_RESERVED_CPUS if not."""
@@ -91,7 +128,9 @@ class Settings:
 
 def read_settings(env: Mapping[str, str], flags: Mapping[str, str | None], *, serving: bool = True) -> Settings:
     """Build Settings from `env` and flag values (a flag beats its variable); serving=False skips the
-    socket directory, which `discover` does not need."""
+    socket directory, which `discover` does not need. The node name defaults (with NRT publishing on) to
+    env's NODE_NAME, which the DaemonSet sets from spec.nodeName, then to the host name, lower case as
+    the kubelet makes it."""
     values: dict = {}
     for key, option in OPTIONS.items():
         where, raw = option.flag, flags.get(key)
@@ -101,9 +140,13 @@ def read_settings(env: Mapping[str, str], flags: Mapping[str, str | None], *, se
             if serving:
                 values[key] = _socket_dir(where, raw)
             continue
-        if raw is None:
+        if raw is None or (key in _EMPTY_IS_UNSET and not raw.strip()):
             continue
         values[key] = _PARSERS[key](where, raw)
+    if values.get("nrt") and "node_name" not in values:
+        given = env.get("NODE_NAME")
+        origin = " (the default, from NODE_NAME)" if given else " (the default, the host name)"
+        values["node_name"] = _node_name(OPTIONS["node_name"].variable, given or socket.gethostname().lower(), origin)
     return Settings(**values)
 
 
@@ -169,7 +212,7 @@ def _log_level(where: str, raw: str) -> int:
     return level
 
 
-def _rescan_interval(where: str, raw: str) -> float:
+def _seconds(where: str, raw: str) -> float:
     try:
         seconds = float(raw)
     except ValueError:
@@ -179,11 +222,58 @@ def _rescan_interval(where: str, raw: str) -> float:
     return seconds
 
 
+def _boolean(where: str, raw: str) -> bool:
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise SettingsError(where, f"{raw!r} is not true or false")
+    return text == "true"
+
+
+def _node_name(where: str, raw: str, origin: str = "") -> str:
+    name = raw.strip()
+    if len(name) > 253 or not _NODE_NAME.match(name):
+        raise SettingsError(where, f"{raw!r}{origin} is not a node name (lower-case DNS subdomain, e.g. worker-1); "
+                                   "give the kubelet's node name")
+    return name
+
+
+def _kubeconfig(where: str, raw: str) -> Path:
+    path = Path(raw.strip())
+    if not path.is_file():
+        raise SettingsError(where, f"{raw!r} is not a file (a kubeconfig; empty or unset: the service account)")
+    return path
+
+
+def _choice(known: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(where: str, raw: str) -> str:
+        if raw.strip() not in known:
+            raise SettingsError(where, f"{raw!r} is not one of {', '.join(known)} (the kubelet's spelling)")
+        return raw.strip()
+
+    return parse
+
+
+def _unix_socket(where: str, raw: str) -> Path:
+    path = Path(raw.strip())
+    if not path.is_absolute():
+        raise SettingsError(where, f"{raw!r} is not an absolute path")
+    if len(str(path)) > UNIX_PATH_MAX:
+        raise SettingsError(where, f"{raw} is too long for a unix socket (> {UNIX_PATH_MAX} bytes)")
+    return path
+
+
 _PARSERS = {
     "capacity": _capacity,
     "sysfs_root": _sysfs_root,
     "reserved_cpus": _reserved_cpus,
     "metrics_addr": _metrics_addr,
     "log_level": _log_level,
-    "rescan_interval": _rescan_interval,
+    "rescan_interval": _seconds,
+    "nrt": _boolean,
+    "node_name": _node_name,
+    "kubeconfig": _kubeconfig,
+    "topology_policy": _choice(POLICIES),
+    "topology_scope": _choice(SCOPES),
+    "pod_resources_socket": _unix_socket,
+    "poll_interval": _seconds,
 }

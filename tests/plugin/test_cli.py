@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 
+from tests.kubeletdouble.podresources import ContainerAlloc, PodAlloc, serve_pod_resources
+from tests.plugin.fakekube import FakeKube, kubeconfig_text, serve_kube
 from tests.plugin.test_protocol import TWO_NODES, resources
 
 
@@ -46,6 +51,9 @@ def test_signal_ends_streams_removes_own_sockets_and_exits_0(signum, make_sysfs,
 def _invalid_cases(tmp: Path, socket_dir: Path, sysfs: Path) -> list[tuple[dict[str, str], list[str], str]]:
     a_file = tmp / "not-a-dir"
     a_file.write_text("")
+    bad_kubeconfig = tmp / "bad-kubeconfig"
+    bad_kubeconfig.write_text("current-context: gone\n")
+    nrt_on = {"NUMA_ALIGN_NRT": "true", "NUMA_ALIGN_NODE_NAME": "worker-1"}
     return [
         ({"NUMA_CAPACITY": "0"}, [], "NUMA_CAPACITY"),
         ({"NUMA_CAPACITY": "-1"}, [], "NUMA_CAPACITY"),
@@ -64,6 +72,9 @@ def _invalid_cases(tmp: Path, socket_dir: Path, sysfs: Path) -> list[tuple[dict[
         ({"NUMA_LOG_LEVEL": "loud"}, [], "NUMA_LOG_LEVEL"),
         ({"NUMA_RESCAN_INTERVAL": "0"}, [], "NUMA_RESCAN_INTERVAL"),
         ({}, ["--no-such-flag"], "--no-such-flag"),
+        ({"NUMA_ALIGN_NRT": "maybe"}, [], "NUMA_ALIGN_NRT"),
+        (nrt_on | {"NUMA_ALIGN_KUBECONFIG": str(bad_kubeconfig)}, [], "NUMA_ALIGN_KUBECONFIG"),
+        (nrt_on, ["--kubeconfig", str(bad_kubeconfig)], "--kubeconfig"),
     ]
 
 
@@ -123,3 +134,36 @@ def test_discover_refuses_a_host_without_an_online_cpu_node(make_sysfs):
     out, err = process.communicate(timeout=30)
     assert process.returncode == 2 and out == ""
     assert "lists no node with an online CPU (online nodes: 0, 1)" in err
+
+
+def test_serve_with_nrt_on_publishes_the_nodes_object_and_stops_on_sigterm(make_sysfs, socket_dir, tmp_path):
+    fake = FakeKube(token="t")
+    uid = fake.add_node("worker-1")
+    kubelet_dir = Path(tempfile.mkdtemp(prefix="na-pr-", dir="/tmp"))  # unix socket paths must stay short
+    try:
+        with serve_kube(fake) as url, serve_pod_resources(kubelet_dir / "kubelet.sock") as pod_resources:
+            pod_resources.set_allocatable(range(4))
+            pod_resources.set_pods([PodAlloc("numa", "pinned", [ContainerAlloc("app", cpus=[2, 3])])])
+            (tmp_path / "kubeconfig").write_text(kubeconfig_text(url, {"token": "t"}))
+            env = {"NUMA_SYSFS_ROOT": str(make_sysfs(TWO_NODES)), "NUMA_SOCKET_DIR": str(socket_dir),
+                   "NUMA_METRICS_ADDR": "", "NUMA_ALIGN_NRT": "true", "NUMA_ALIGN_NODE_NAME": "worker-1",
+                   "NUMA_ALIGN_KUBECONFIG": str(tmp_path / "kubeconfig"), "NUMA_ALIGN_POLL_INTERVAL": "0.1",
+                   "NUMA_ALIGN_POD_RESOURCES_SOCKET": str(kubelet_dir / "kubelet.sock")}
+            process = numa_align(env=env)
+            try:
+                deadline = time.monotonic() + 30
+                while "worker-1" not in fake.nrts and time.monotonic() < deadline and process.poll() is None:
+                    time.sleep(0.05)
+                process.send_signal(signal.SIGTERM)
+                _out, err = process.communicate(timeout=30)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+    finally:
+        shutil.rmtree(kubelet_dir, ignore_errors=True)
+    assert process.returncode == 0, err
+    assert f"publishing NodeResourceTopology worker-1 to {url}" in err
+    stored = fake.nrts["worker-1"]
+    assert stored["metadata"]["ownerReferences"][0]["uid"] == uid
+    available = {z["name"]: [r["available"] for r in z["resources"] if r["name"] == "cpu"] for z in stored["zones"]}
+    assert available == {"node-0": ["2"], "node-2": ["0"]}

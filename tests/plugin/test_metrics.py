@@ -6,10 +6,18 @@ import urllib.request
 
 import grpc
 import pytest
+from numa_align.metrics import Metrics
+from numa_align.publishing import NrtPublisher
+from numa_align.settings import Settings
+from numa_align.sysfs import read_sysfs
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.fakesysfs import GIB_KIB
+from tests.kubeletdouble.podresources import ContainerAlloc, Devices, Memory, PodAlloc, serve_pod_resources
 from tests.plugin.conftest import running_plugin
 from tests.plugin.test_protocol import TWO_NODES, resources
+
+GIB = 1 << 30
 
 
 def scrape(address: tuple[str, int]) -> dict[tuple[str, tuple], float]:
@@ -47,3 +55,31 @@ def test_an_empty_metrics_addr_serves_no_metrics(make_sysfs, kubelet, base_setti
     with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES), metrics_addr=None) as plugin:
         assert kubelet.wait_connected(resources(TWO_NODES))
         assert plugin.metrics_address is None
+
+
+def test_per_node_gauges_from_the_pod_resources_poll(make_sysfs, socket_dir):
+    """Node 0 holds CPUs 2-3 and 1 GiB of `pinned`; `wide` holds CPU 4 and 2 GiB over both nodes (counted on each);
+    `device` holds a numa-align/numa-1 device only; a vendor device and a pod holding nothing pin nothing."""
+    host = read_sysfs(make_sysfs({0: "0-3", 1: "4-7"}, memory_kib=4 * GIB_KIB))
+    pods = [
+        PodAlloc("numa", "pinned", [ContainerAlloc("app", cpus=[2, 3], memory=[Memory("memory", GIB, [0])])]),
+        PodAlloc("numa", "wide", [ContainerAlloc("app", cpus=[4], memory=[Memory("memory", 2 * GIB, [0, 1])])]),
+        PodAlloc("numa", "device", [ContainerAlloc("app", devices=[Devices("numa-align/numa-1", ["numa-1-0"], [1])])]),
+        PodAlloc("numa", "nic", [ContainerAlloc("app", devices=[Devices("vendor/nic", ["a"], [0])])]),
+        PodAlloc("default", "idle", [ContainerAlloc("app")]),
+    ]
+    metrics = Metrics()
+    settings = Settings(pod_resources_socket=socket_dir / "pr.sock")
+    with serve_pod_resources(socket_dir / "pr.sock") as double:
+        double.set_allocatable(range(1, 8), memory=[Memory("memory", 3 * GIB, [0]), Memory("memory", 4 * GIB, [1])])
+        double.set_pods(pods)
+        NrtPublisher(settings, lambda: host, metrics=metrics).poll_once()
+
+    def value(name: str, node: int) -> float | None:
+        return metrics.registry.get_sample_value(name, {"node": str(node)})
+
+    assert [value("numa_align_node_cpus_allocatable", n) for n in (0, 1)] == [3, 4]
+    assert [value("numa_align_node_cpus_allocated", n) for n in (0, 1)] == [2, 1]
+    assert [value("numa_align_node_memory_allocatable_bytes", n) for n in (0, 1)] == [3 * GIB, 4 * GIB]
+    assert [value("numa_align_node_memory_allocated_bytes", n) for n in (0, 1)] == [3 * GIB, 2 * GIB]
+    assert [value("numa_align_node_pods_pinned", n) for n in (0, 1)] == [2, 2]

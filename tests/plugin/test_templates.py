@@ -16,7 +16,7 @@ def render_daemonset(**changes) -> dict[str, dict]:
         "namespace": "kube-system", "image": "registry.local:5000/numa-align:0.1.0",
         "image_pull_policy": "IfNotPresent", "socket_dir": SOCKET_DIR, "pod_resources_dir": POD_RESOURCES_DIR,
         "sysfs_dir": "/sys", "env": ENV, "metrics_port": 9201, "node_selector": {"numa-lab/numa": "true"},
-        "settings_checksum": "s" * 64, "manifest_checksum": "m" * 64,
+        "settings_checksum": "s" * 64, "manifest_checksum": "m" * 64, "nrt": False,
     } | changes
     documents = list(yaml.safe_load_all(render("plugin/daemonset.yaml.j2", **values)))
     return {doc["kind"]: doc for doc in documents}
@@ -35,6 +35,7 @@ def test_daemonset_mounts_the_device_plugins_dir_and_sysfs_at_the_paths_it_passe
     assert security["capabilities"] == {"drop": ["ALL"]} and security["readOnlyRootFilesystem"] is True
     assert container["envFrom"] == [{"configMapRef": {"name": docs["ConfigMap"]["metadata"]["name"]}}]
     env = {item["name"]: item["value"] for item in container["env"]}
+    assert pod["automountServiceAccountToken"] is False and "NODE_NAME" not in env  # no NRT: no API access
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
     assert volumes["device-plugins"] == {"path": SOCKET_DIR, "type": "Directory"}
@@ -54,6 +55,13 @@ def test_daemonset_without_metrics_or_node_selector():
     pod = render_daemonset(metrics_port=None, node_selector={}, env={})["DaemonSet"]["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod
     assert "ports" not in pod["containers"][0] and "readinessProbe" not in pod["containers"][0]
+
+
+def test_daemonset_publishing_nrt_gets_its_token_and_node_name():
+    pod = render_daemonset(nrt=True)["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True and pod["serviceAccountName"] == "numa-align"
+    env = {item["name"]: item for item in pod["containers"][0]["env"]}
+    assert env["NODE_NAME"] == {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
 def test_systemd_unit_runs_the_plugin_with_its_environment():

@@ -1,0 +1,152 @@
+"""The few Kubernetes API requests publishing the NRT object needs, on the standard library's HTTP client.
+
+Get a Node (for its uid: the NRT object's owner) and get, create and replace a cluster-scoped
+NodeResourceTopology. A new connection per request keeps it simple; every request has a timeout. Failures
+are typed and say what to do: `Unreachable` names the server address, `ApiError` carries the status,
+`CrdMissing` says the CRD is not installed, a 401 or 403 names the credentials and the right missing.
+
+The API server answers 404 both for an absent object and for a path it does not serve. An absent object
+comes with a Status naming it (details.name); anything else under the NRT path means the resource itself
+is not served: the CRD is missing, not yet established, or serves no v1alpha2.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from numa_align import __version__
+from numa_align.kubeconfig import ClusterConfig
+
+TIMEOUT = 10.0
+"""Seconds for each request (connect, send, answer)."""
+NRT_GROUP = "topology.node.k8s.io"
+NRT_RESOURCE = f"noderesourcetopologies.{NRT_GROUP}"
+NRT_COLLECTION = f"/apis/{NRT_GROUP}/v1alpha2/noderesourcetopologies"
+NODE_RESOURCE = "nodes"
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
+
+
+class KubeApiError(RuntimeError):
+    """A request did not succeed; str() says what and where to look."""
+
+
+class Unreachable(KubeApiError):
+    """No HTTP answer: connection refused, timeout, name not resolved, TLS verification failed."""
+
+
+class ApiError(KubeApiError):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(ApiError):
+    """The object does not exist (its resource is served)."""
+
+
+class CrdMissing(ApiError):
+    """The API server does not serve NodeResourceTopology objects: the CRD is not installed."""
+
+
+class KubeClient:
+    """Requests to one API server with one configuration; raises ConfigError at once if its TLS setup is bad."""
+
+    def __init__(self, config: ClusterConfig, timeout: float = TIMEOUT) -> None:
+        self.config = config
+        self.timeout = timeout
+        url = urlsplit(config.server)
+        self._https = url.scheme == "https"
+        self._host = url.hostname or ""
+        self._port = url.port or (443 if self._https else 80)
+        self._prefix = url.path.rstrip("/")
+        self._context = config.ssl_context() if self._https else None
+
+    @property
+    def server(self) -> str:
+        return self.config.server
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self._request("GET", f"/api/v1/nodes/{quote(name)}", NODE_RESOURCE, name)
+
+    def get_nrt(self, name: str) -> dict[str, Any]:
+        return self._request("GET", f"{NRT_COLLECTION}/{quote(name)}", NRT_RESOURCE, name)
+
+    def create_nrt(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", NRT_COLLECTION, NRT_RESOURCE, body["metadata"]["name"], body)
+
+    def update_nrt(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Replace the object; body's metadata.resourceVersion must be the stored one (409 otherwise)."""
+        name = body["metadata"]["name"]
+        return self._request("PUT", f"{NRT_COLLECTION}/{quote(name)}", NRT_RESOURCE, name, body)
+
+    def _request(self, method: str, path: str, resource: str, name: str,
+                 body: dict[str, Any] | None = None) -> dict[str, Any]:
+        headers = {"Accept": "application/json", "User-Agent": f"numa-align/{__version__}"}
+        token = self.config.bearer_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if self._https:
+            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self._host, self._port, timeout=self.timeout, context=self._context)
+        else:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        try:
+            connection.request(method, self._prefix + path, body=data, headers=headers)
+            response = connection.getresponse()
+            status, raw = response.status, response.read()
+        except ssl.SSLCertVerificationError as exc:
+            raise Unreachable(f"the API server at {self.server} has a certificate that does not verify "
+                              f"({exc.verify_message}; {self.config.source})") from None
+        except TimeoutError:
+            raise Unreachable(f"the API server at {self.server} did not answer within {self.timeout:g} s "
+                              f"({self.config.source})") from None
+        except (OSError, http.client.HTTPException) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            raise Unreachable(f"cannot reach the API server at {self.server}: {why} ({self.config.source})") from None
+        finally:
+            connection.close()
+        if 200 <= status < 300:
+            try:
+                return json.loads(raw)
+            except ValueError:
+                raise ApiError(status, "BadAnswer", f"{method} {path} answered what is not JSON") from None
+        raise self._error(method, path, resource, name, status, raw)
+
+    def _error(self, method: str, path: str, resource: str, name: str, status: int, raw: bytes) -> ApiError:
+        answer = _status(raw)
+        reason = str(answer.get("reason") or http.client.responses.get(status, "Error"))
+        said = str(answer.get("message") or raw[:200].decode(errors="replace").strip() or "no message")
+        verb = _VERBS.get(method, method)
+        if status == 404 and resource == NRT_RESOURCE and not (answer.get("details") or {}).get("name"):
+            return CrdMissing(status, reason, f"the API server at {self.server} does not serve {NRT_COLLECTION}: "
+                                              f"the NodeResourceTopology CRD ({NRT_RESOURCE}) is not installed")
+        if status == 404:
+            return NotFound(status, reason, f"{resource} {name!r} not found at {self.server}: {said}")
+        if status == 401:
+            return ApiError(status, reason, f"the API server at {self.server} did not accept "
+                                            f"{self.config.credentials}: {said}")
+        if status == 403:
+            return ApiError(status, reason, f"{self.config.credentials} may not {verb} {resource}: {said}; "
+                                            f"grant '{verb}' on {resource} (a ClusterRole bound to it)")
+        return ApiError(status, reason, f"{method} {self.server}{path}: {said}")
+
+
+def _status(raw: bytes) -> dict[str, Any]:
+    """The Status object of an error answer, or {} when the answer is not one (plain text, HTML)."""
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) and answer.get("kind") == "Status" else {}

@@ -1,0 +1,249 @@
+"""A tiny Kubernetes API server on 127.0.0.1 for numa-align's NRT publishing: Nodes (get), cluster-scoped
+NodeResourceTopology objects (get, create, replace with resourceVersion checks) and the failures the
+publisher must survive: the CRD not installed (a plain 404 for every NRT path, as the API server answers
+for a path it does not serve), 403 for chosen verbs, a wrong token (401), a Node deleted (its NRT objects
+collected with it, as the garbage collector does) and another writer (`touch`).
+
+Plain HTTP by default; HTTPS with client-certificate authentication when given `Pki` (made with the
+`cryptography` package, which numa-lab depends on and the plugin does not).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import ipaddress
+import json
+import re
+import ssl
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+GROUP = "topology.node.k8s.io"
+RESOURCE = f"noderesourcetopologies.{GROUP}"
+NRT_PATH = re.compile(rf"/apis/{re.escape(GROUP)}/v1alpha2/noderesourcetopologies(?:/([^/]+))?")
+NODE_PATH = re.compile(r"/api/v1/nodes/([^/]+)")
+VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
+
+
+def status(code: int, reason: str, message: str, name: str = "", kind: str = "") -> dict[str, Any]:
+    details = {"name": name, "group": GROUP if kind != "nodes" else "", "kind": kind} if name else {}
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "details": details, "code": code}
+
+
+@dataclass
+class FakeKube:
+    """The cluster's state; `writes` lists every NRT write that succeeded as (verb, name)."""
+
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Node name -> uid."""
+    nrts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    crd_installed: bool = True
+    forbidden: set[str] = field(default_factory=set)
+    """NRT verbs answered 403 (get, create, update)."""
+    token: str | None = None
+    """When set, a request needs this bearer token or a client certificate (401 otherwise)."""
+    writes: list[tuple[str, str]] = field(default_factory=list)
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+    """(method, path, who): who is 'token <t>', 'cert <CN>' or 'anonymous'."""
+    version: int = 100
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_node(self, name: str) -> str:
+        with self.lock:
+            self.nodes[name] = uid = str(uuid.uuid4())
+        return uid
+
+    def delete_node(self, name: str) -> None:
+        """Delete the Node and, as the garbage collector does, the objects it owns."""
+        with self.lock:
+            uid = self.nodes.pop(name)
+            for key, obj in list(self.nrts.items()):
+                if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences", [])):
+                    del self.nrts[key]
+
+    def touch(self, name: str) -> None:
+        """Another writer changed the object: its resourceVersion moves on."""
+        with self.lock:
+            self.version += 1
+            self.nrts[name]["metadata"]["resourceVersion"] = str(self.version)
+
+    def answer(self, method: str, path: str, who: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        with self.lock:
+            self.seen.append((method, path, who))
+            if self.token is not None and who != f"token {self.token}" and not who.startswith("cert "):
+                return 401, status(401, "Unauthorized", "Unauthorized")
+            if match := NODE_PATH.fullmatch(path):
+                uid = self.nodes.get(match[1])
+                if method != "GET" or uid is None:
+                    return 404, status(404, "NotFound", f'nodes "{match[1]}" not found', match[1], "nodes")
+                return 200, {"kind": "Node", "apiVersion": "v1", "metadata": {"name": match[1], "uid": uid}}
+            match = NRT_PATH.fullmatch(path)
+            if match is None or not self.crd_installed:
+                return 404, "404 page not found\n"
+            return self._nrt(method, match[1] or (body or {}).get("metadata", {}).get("name", ""), who, body)
+
+    def _nrt(self, method: str, name: str, who: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        verb = VERBS[method]
+        if verb in self.forbidden:
+            return 403, status(403, "Forbidden", f'{RESOURCE} "{name}" is forbidden: User "{who}" cannot {verb} '
+                                                 f'resource "noderesourcetopologies" in API group "{GROUP}" at the '
+                                                 "cluster scope", name, "noderesourcetopologies")
+        stored = self.nrts.get(name)
+        missing = status(404, "NotFound", f'{RESOURCE} "{name}" not found', name, "noderesourcetopologies")
+        if method == "GET":
+            return (200, copy.deepcopy(stored)) if stored else (404, missing)
+        assert body is not None
+        if method == "POST":
+            if stored:
+                return 409, status(409, "AlreadyExists", f'{RESOURCE} "{name}" already exists', name,
+                                   "noderesourcetopologies")
+            return self._store(name, body, verb, {"uid": str(uuid.uuid4()), "creationTimestamp": _now()})
+        if stored is None:
+            return 404, missing
+        given = body.get("metadata", {}).get("resourceVersion")
+        if not given:
+            return 422, status(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified "
+                                               "for an update")
+        if given != stored["metadata"]["resourceVersion"]:
+            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {RESOURCE} "{name}": the object '
+                                                "has been modified; please apply your changes to the latest version "
+                                                "and try again", name, "noderesourcetopologies")
+        kept = {key: stored["metadata"][key] for key in ("uid", "creationTimestamp")}
+        return self._store(name, body, verb, kept)
+
+    def _store(self, name: str, body: dict[str, Any], verb: str, kept: dict[str, str]) -> tuple[int, Any]:
+        self.version += 1
+        obj = copy.deepcopy(body)
+        obj["metadata"].update(kept, resourceVersion=str(self.version))
+        self.nrts[name] = obj
+        self.writes.append((verb, name))
+        return (201 if verb == "create" else 200), copy.deepcopy(obj)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeKube
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length)) if length else None
+        auth = self.headers.get("Authorization", "")
+        who = f"token {auth[7:]}" if auth.startswith("Bearer ") else "anonymous"
+        if isinstance(self.connection, ssl.SSLSocket) and self.connection.getpeercert():
+            subject = dict(item[0] for item in self.connection.getpeercert()["subject"])
+            who = f"cert {subject['commonName']}"
+        code, answer = self.fake.answer(self.command, self.path, who, body)
+        data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = _serve  # http.server's names
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Pki:
+    """PEM files of a CA, a server certificate for 127.0.0.1 and a client certificate, all under `directory`."""
+
+    directory: Path
+    client_cn: str
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / "ca.crt"
+
+    def pem(self, name: str) -> bytes:
+        return (self.directory / name).read_bytes()
+
+
+def make_pki(directory: Path, client_cn: str = "system:node:worker-1") -> Pki:
+    """A CA with a server certificate (IP 127.0.0.1) and a client certificate signed by it; EC keys (fast)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    now = datetime.datetime.now(datetime.UTC)
+
+    def issue(cn: str, key, issuer: x509.Name | None, issuer_key, *, ca: bool = False, server: bool = False):
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+        builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca:
+            builder = builder.add_extension(x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
+                critical=True)
+            builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                                            critical=False)
+        else:
+            usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+            builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        if server:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    def write(name: str, cert, key) -> None:
+        (directory / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (directory / f"{name}.key").write_bytes(key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = issue("fake-kube-ca", ca_key, None, ca_key, ca=True)
+    write("ca", ca_cert, ca_key)
+    for name, cn, server in (("server", "kube-apiserver", True), ("client", client_cn, False)):
+        key = ec.generate_private_key(ec.SECP256R1())
+        write(name, issue(cn, key, ca_cert.subject, ca_key, server=server), key)
+    return Pki(directory, client_cn)
+
+
+@contextmanager
+def serve_kube(fake: FakeKube, pki: Pki | None = None) -> Iterator[str]:
+    """Serve `fake` until the block ends; yields its URL (https:// with `pki`, asking for client certificates)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"fake": fake}))
+    scheme = "http"
+    if pki is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki.directory / "server.crt", pki.directory / "server.key")
+        context.load_verify_locations(pki.ca)
+        context.verify_mode = ssl.CERT_OPTIONAL
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), name="fake-kube", daemon=True)
+    thread.start()
+    try:
+        yield f"{scheme}://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def kubeconfig_text(server: str, user: dict[str, str] | None = None, cluster: dict[str, str] | None = None) -> str:
+    """A kubeconfig in kubectl's block style (sequences at their key's column) for one cluster and user."""
+    def entries(values: dict[str, str], indent: str) -> str:
+        return "".join(f"{indent}{key}: {value}\n" for key, value in values.items())
+
+    return ("apiVersion: v1\nclusters:\n- cluster:\n" + entries({"server": server} | (cluster or {}), "    ")
+            + "  name: fake\ncontexts:\n- context:\n    cluster: fake\n    user: numa-align\n  name: numa-align@fake\n"
+            + "current-context: numa-align@fake\nkind: Config\npreferences: {}\nusers:\n- name: numa-align\n"
+            + ("  user:\n" + entries(user, "    ") if user else "  user: {}\n"))

@@ -1,0 +1,271 @@
+"""NrtPublisher against the PodResources double on a unix socket and the fake API server: the object
+created from sysfs and PodResources, written only on change (at most once a second) and every 60 s, and
+each failure (CRD missing, socket absent, Node gone, forbidden, conflict) logged once and recovered from.
+Time is a fake clock; tests call poll_once() themselves, except the one that runs the thread."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from numa_align.fingerprint import pod_fingerprint
+from numa_align.kubeapi import KubeClient
+from numa_align.kubeconfig import ClusterConfig
+from numa_align.publishing import NrtPublisher
+from numa_align.settings import Settings
+from numa_align.sysfs import HostTopology, read_sysfs
+
+from tests.fakesysfs import GIB_KIB
+from tests.kubeletdouble.podresources import ContainerAlloc, PodAlloc, PodResourcesDouble, serve_pod_resources
+from tests.plugin.fakekube import FakeKube, serve_kube
+
+NODE = "worker-1"
+PINNED = PodAlloc("numa", "pinned", [ContainerAlloc("app", cpus=[2, 3])])
+IDLE = PodAlloc("default", "idle", [ContainerAlloc("app")])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def host(make_sysfs) -> HostTopology:
+    """Two nodes of 4 CPUs and 4 GiB each."""
+    return read_sysfs(make_sysfs({0: "0-3", 1: "4-7"}, memory_kib=4 * GIB_KIB))
+
+
+@pytest.fixture
+def pod_resources(socket_dir: Path) -> Iterator[PodResourcesDouble]:
+    """The kubelet's PodResources: static CPU Manager with CPU 0 reserved, one pod without exclusive CPUs."""
+    with serve_pod_resources(socket_dir / "pod-resources.sock") as double:
+        double.set_allocatable(range(1, 8))
+        double.set_pods([IDLE])
+        yield double
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    fake = FakeKube()
+    fake.add_node(NODE)
+    return fake
+
+
+@pytest.fixture
+def client(fake: FakeKube) -> Iterator[KubeClient]:
+    with serve_kube(fake) as url:
+        yield KubeClient(ClusterConfig(server=url, source="test kubeconfig"), timeout=2.0)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def publisher(socket_dir, host, client, clock) -> NrtPublisher:
+    settings = Settings(nrt=True, node_name=NODE, pod_resources_socket=socket_dir / "pod-resources.sock",
+                        topology_policy="single-numa-node", topology_scope="pod", metrics_addr=None)
+    return NrtPublisher(settings, lambda: host, client, clock=clock)
+
+
+def cpu(nrt: dict, zone: str) -> tuple[str, str, str]:
+    [found] = [z for z in nrt["zones"] if z["name"] == zone]
+    [row] = [r for r in found["resources"] if r["name"] == "cpu"]
+    return row["capacity"], row["allocatable"], row["available"]
+
+
+def attributes(nrt: dict) -> dict[str, str]:
+    return {a["name"]: a["value"] for a in nrt["attributes"]}
+
+
+def test_the_object_is_created_with_a_zone_per_numa_node_and_owned_by_the_node(publisher, pod_resources, fake):
+    publisher.poll_once()
+    assert (publisher.status, fake.writes) == ("published", [("create", NODE)])
+    stored = fake.nrts[NODE]
+    assert (stored["apiVersion"], stored["kind"]) == ("topology.node.k8s.io/v1alpha2", "NodeResourceTopology")
+    assert [z["name"] for z in stored["zones"]] == ["node-0", "node-1"]
+    assert cpu(stored, "node-0") == ("4", "3", "3") and cpu(stored, "node-1") == ("4", "4", "4")
+    assert stored["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": fake.nodes[NODE]}]
+    assert attributes(stored) == {
+        "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod",
+        "nodeTopologyPodsFingerprint": pod_fingerprint([("default", "idle")]),
+        "nodeTopologyPodsFingerprintMethod": "all"}
+    assert publisher.last_published is not None and publisher.last_published["zones"] == stored["zones"]
+
+
+def test_nothing_changed_no_write_then_pinned_cpus_lower_available(publisher, pod_resources, fake, clock):
+    publisher.poll_once()
+    for _ in range(3):
+        clock.advance(2)
+        publisher.poll_once()
+    assert (publisher.status, fake.writes) == ("up to date", [("create", NODE)])
+    pod_resources.set_pods([IDLE, PINNED])
+    clock.advance(2)
+    publisher.poll_once()
+    assert fake.writes == [("create", NODE), ("update", NODE)]
+    stored = fake.nrts[NODE]
+    assert cpu(stored, "node-0") == ("4", "3", "1") and cpu(stored, "node-1") == ("4", "4", "4")
+    assert attributes(stored)["nodeTopologyPodsFingerprint"] == pod_fingerprint(
+        [("default", "idle"), ("numa", "pinned")])
+
+
+def test_written_again_every_60_s_regardless(publisher, pod_resources, fake, clock):
+    publisher.poll_once()
+    clock.advance(59.9)
+    publisher.poll_once()
+    assert len(fake.writes) == 1
+    clock.advance(0.1)
+    publisher.poll_once()
+    assert fake.writes == [("create", NODE), ("update", NODE)]
+
+
+def test_at_most_one_write_a_second_however_fast_pods_change(publisher, pod_resources, fake, clock):
+    publisher.poll_once()
+    for step in range(1, 5):  # a change every 0.2 s
+        pod_resources.set_pods([IDLE] + [PodAlloc("numa", f"p{i}", [ContainerAlloc("app", cpus=[i])])
+                                         for i in range(1, step + 1)])
+        clock.advance(0.2)
+        publisher.poll_once()
+        assert len(fake.writes) == 1 and publisher.status.startswith("change waiting")
+    clock.advance(0.2)
+    publisher.poll_once()
+    assert len(fake.writes) == 2 and cpu(fake.nrts[NODE], "node-0") == ("4", "3", "0")  # the latest: CPUs 1-3 pinned
+
+
+def test_crd_missing_is_logged_once_and_publishing_resumes_when_it_appears(publisher, pod_resources, fake, clock,
+                                                                           caplog):
+    caplog.set_level(logging.INFO, "numa_align.publishing")
+    fake.crd_installed = False
+    for _ in range(3):
+        publisher.poll_once()
+        clock.advance(2)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "the NodeResourceTopology CRD (noderesourcetopologies.topology.node.k8s.io) " \
+                                  "is not installed" in warnings[0]
+    assert publisher.status.startswith(f"NodeResourceTopology {NODE} not published") and not fake.nrts
+    fake.crd_installed = True
+    publisher.poll_once()
+    assert fake.writes == [("create", NODE)]
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert f"publishing NodeResourceTopology {NODE} works again (after: CRD missing)" in infos
+
+
+def test_an_absent_pod_resources_socket_is_logged_once_and_recovered_from(publisher, socket_dir, fake, clock, caplog):
+    caplog.set_level(logging.INFO, "numa_align.publishing")
+    for _ in range(2):
+        publisher.poll_once()
+        clock.advance(2)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert f"no socket at {socket_dir}/pod-resources.sock" in warnings[0]
+    assert "NUMA_ALIGN_POD_RESOURCES_SOCKET" in warnings[0] and not fake.writes
+    with serve_pod_resources(socket_dir / "pod-resources.sock") as double:
+        double.set_allocatable(range(8))
+        publisher.poll_once()
+    assert fake.writes == [("create", NODE)] and cpu(fake.nrts[NODE], "node-0") == ("4", "4", "4")
+    assert any("reading PodResources at" in r.getMessage() and "works again" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_deleted_node_is_named_and_a_recreated_one_owns_the_new_object(publisher, pod_resources, fake, clock,
+                                                                         caplog):
+    publisher.poll_once()
+    fake.delete_node(NODE)  # its NRT object goes with it
+    assert not fake.nrts
+    clock.advance(60)
+    publisher.poll_once()
+    assert f"node '{NODE}' is not in the API server" in publisher.status
+    assert "NUMA_ALIGN_NODE_NAME (--node-name)" in publisher.status
+    uid = fake.add_node(NODE)
+    clock.advance(2)
+    publisher.poll_once()
+    assert fake.writes == [("create", NODE), ("create", NODE)]
+    assert fake.nrts[NODE]["metadata"]["ownerReferences"][0]["uid"] == uid
+
+
+def test_a_conflict_is_read_again_and_retried_once(publisher, pod_resources, fake, clock):
+    publisher.poll_once()
+    fake.touch(NODE)  # someone else wrote it
+    pod_resources.set_pods([IDLE, PINNED])
+    clock.advance(2)
+    publisher.poll_once()
+    assert publisher.status == "published" and fake.writes == [("create", NODE), ("update", NODE)]
+    assert cpu(fake.nrts[NODE], "node-0")[2] == "1"
+    puts = [path for method, path, _who in fake.seen if method == "PUT"]
+    assert len(puts) == 2  # the refused one and the retry
+
+
+def test_forbidden_names_the_right_missing_and_is_logged_once(publisher, pod_resources, fake, clock, caplog):
+    fake.forbidden = {"create"}
+    for _ in range(3):
+        publisher.poll_once()
+        clock.advance(2)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "may not create noderesourcetopologies.topology.node.k8s.io" in warnings[0]
+    assert "grant 'create' on noderesourcetopologies.topology.node.k8s.io" in warnings[0]
+    fake.forbidden = set()
+    publisher.poll_once()
+    assert fake.writes == [("create", NODE)]
+
+
+def test_an_unexpected_error_stays_in_the_thread(publisher, pod_resources, caplog):
+    def broken() -> HostTopology:
+        raise RuntimeError("sysfs went away")
+
+    working = publisher._topology
+    publisher._topology = broken
+    publisher.poll_once()
+    publisher.poll_once()
+    assert publisher.status == "unexpected RuntimeError: sysfs went away"
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
+    caplog.set_level(logging.INFO, "numa_align.publishing")
+    publisher._topology = working
+    publisher.poll_once()
+    assert publisher.status == "published"
+    assert "the PodResources poll works again (after: unexpected)" in caplog.messages
+
+
+def test_the_thread_polls_at_once_wakes_on_poke_and_stops(socket_dir, host, client, pod_resources, fake):
+    settings = Settings(nrt=True, node_name=NODE, pod_resources_socket=socket_dir / "pod-resources.sock",
+                        poll_interval=60.0)
+    publisher = NrtPublisher(settings, lambda: host, client, min_interval=0.0)
+    publisher.start()
+    try:
+        assert _wait(lambda: len(fake.writes) == 1), publisher.status
+        pod_resources.set_pods([IDLE, PINNED])
+        publisher.poke()
+        assert _wait(lambda: len(fake.writes) == 2), publisher.status
+    finally:
+        publisher.stop()
+    assert publisher._thread is not None and not publisher._thread.is_alive()
+
+
+def test_without_a_client_only_the_gauges_are_set(socket_dir, host, pod_resources):
+    settings = replace(Settings(), pod_resources_socket=socket_dir / "pod-resources.sock")
+    publisher = NrtPublisher(settings, lambda: host)
+    publisher.poll_once()
+    assert publisher.status == "gauges set" and publisher.last_published is None
+    with pytest.raises(ValueError, match="needs settings.node_name"):
+        NrtPublisher(settings, lambda: host, KubeClient(ClusterConfig(server="http://127.0.0.1:1", source="t")))
+
+
+def _wait(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
