@@ -23,6 +23,7 @@ from numalab.deploy import (
     numa_align,
     pki,
     registry,
+    topology_api,
     verify,
 )
 from numalab.deploy.operations import stage_barrier
@@ -61,6 +62,8 @@ def node_stage() -> None:
 
 if roles and context.runs_pods(host):
     one_node_at_a_time(node_stage)  # nodes already in the cluster in turn: a policy reset drains one at a time
+if "rke2_servers" in roles:
+    topology_api(distribution)  # the NodeResourceTopology CRD and numa-align's rights, before it publishes
 stage_barrier(before="numa-align")
 if roles and context.runs_pods(host):
     numa_align()

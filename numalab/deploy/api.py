@@ -137,3 +137,24 @@ def wait_daemonset_ready(kubeconfig: Path, namespace: str, daemonset: str, timeo
         time.sleep(3)
     raise RuntimeError(f"DaemonSet {namespace}/{daemonset} not ready after {timeout:.0f} s: "
                        f"{pods_and_last_events(core, namespace, daemonset)}")
+
+
+def crd_established(kubeconfig: Path, name: str) -> bool:
+    """Does the API server serve CustomResourceDefinition `name` (condition Established)? False when absent
+    or when the API does not answer."""
+    try:
+        extensions = client.ApiextensionsV1Api(core_api(kubeconfig).api_client)
+        found = extensions.read_custom_resource_definition(name, _request_timeout=5)
+    except Problem:
+        return False
+    return any(c.type == "Established" and c.status == "True" for c in (found.status.conditions or []))
+
+
+def wait_crd_established(kubeconfig: Path, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if crd_established(kubeconfig, name):
+            return
+        time.sleep(1)
+    raise RuntimeError(f"CustomResourceDefinition {name} not Established after {timeout:.0f} s; "
+                       "see the kube-apiserver log on the server")

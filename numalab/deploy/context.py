@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "kubelet_settings": {},  # numalab.model.kubelet settings (policies, reservations)
     "numa_align_install": "systemd",
     "numa_align_image": None,  # for numa_align_install: daemonset
+    "numa_align_nrt": None,  # numa-align publishes NodeResourceTopology (None: where it has credentials)
     "kubelet_allow_newer": False,  # apply the newest known kubelet's rules to a newer kubelet
     "rke2_registry_airgap": False,  # rke2: system-default-registry is the lab registry
 }
@@ -107,6 +108,21 @@ def distribution(host: Host) -> str:
 
 def numa_align_install(host: Host) -> str:
     return check_choice(host, "numa_align_install", NUMA_ALIGN_INSTALLS)
+
+
+def publishes_nrt(host: Host) -> bool:
+    """numa_align_nrt, by default on wherever numa-align has credentials to publish with: its DaemonSet's
+    ServiceAccount, or under the upstream distribution the client certificate numa-lab's PKI issues its unit.
+    An RKE2 node running the unit has neither (RKE2's CA is not numa-lab's): off unless asked, refused if asked."""
+    value = data(host, "numa_align_nrt")
+    if value is not None and not isinstance(value, bool):
+        raise DeployError(f"{host.name}: numa_align_nrt is {value!r}; expected true or false")
+    credentials = numa_align_install(host) == "daemonset" or chosen_distribution(host)[0] == "upstream"
+    if value and not credentials:
+        raise DeployError(f"{host.name}: numa_align_nrt is true, but numa-align's systemd unit has no credentials "
+                          "on RKE2: set numa_align_install: daemonset (its ServiceAccount publishes) or "
+                          "numa_align_nrt: false")
+    return credentials if value is None else value
 
 
 def chosen_distribution(host: Host) -> tuple[str, str]:

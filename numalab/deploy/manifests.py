@@ -53,13 +53,14 @@ def manifest_checksum(text: str, kind: str) -> str:
     return _documents(text)[kind]["metadata"]["annotations"][MANIFEST_CHECKSUM]
 
 
-def numa_align_daemonset(image: str, env: dict[str, str]) -> str:
-    """The manifests, checksums included; NUMA_SOCKET_DIR and NUMA_SYSFS_ROOT are the DaemonSet's own."""
+def numa_align_daemonset(image: str, env: dict[str, str], nrt: bool = False) -> str:
+    """The manifests, checksums included; NUMA_SOCKET_DIR and NUMA_SYSFS_ROOT are the DaemonSet's own. With
+    `nrt` the pods get their ServiceAccount's token and their node's name to publish with."""
     settings = {k: v for k, v in env.items() if k not in ("NUMA_SOCKET_DIR", "NUMA_SYSFS_ROOT")}
     socket_dir = env.get("NUMA_SOCKET_DIR", SOCKET_DIR)
     values = dict(namespace=NAMESPACE, image=image, image_pull_policy="IfNotPresent", socket_dir=socket_dir,
                   pod_resources_dir=str(PurePosixPath(socket_dir).parent / "pod-resources"), sysfs_dir="/sys",
-                  env=settings, metrics_port=None, node_selector={},
+                  env=settings, metrics_port=None, node_selector={}, nrt=nrt,
                   settings_checksum=_sha256(json.dumps(settings, sort_keys=True)))
     return checksummed(TEMPLATE, **values)
 

@@ -15,6 +15,7 @@ are deleted and its last pod waited for (each pod removes its sockets as it stop
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import PurePosixPath
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -25,10 +26,12 @@ from pyinfra.operations import files, python, server, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import api, context, controller, manifests
+from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
 from numalab.deploy.wheelhouse import wheelhouse
 from numalab.images.lab_images import lab_image_reference
 from numalab.model.errors import ValidationError
+from numalab.model.plugin_settings import nrt_settings
 from numalab.model.plugin_settings import plugin_settings as settings_for
 from numalab.render import render
 
@@ -36,18 +39,26 @@ PREFIX = "/opt/numa-align"
 WHEELS = f"{PREFIX}/wheels"
 VENV = f"{PREFIX}/venv"
 UNIT_FILE = "/etc/systemd/system/numa-align.service"
+KUBECONFIG = "/etc/numa-align/kubeconfig"
 LINK = "/usr/local/bin/numa-align"
 SWITCH_TIMEOUT = 180.0
 READY_TIMEOUT = 300.0
 IMAGE_KEY = "numa-align"
 
 
-def plugin_settings() -> dict[str, str]:
-    """numa_align_settings with NUMA_RESERVED_CPUS from this node's kubelet policy."""
+def plugin_settings(kubeconfig: str | None = None) -> dict[str, str]:
+    """numa_align_settings with NUMA_RESERVED_CPUS from this node's kubelet policy, and (numa_align_nrt on)
+    what makes it publish its NodeResourceTopology: the kubelet's topology manager policy and scope, and for
+    the unit its kubeconfig and node name."""
+    policy = node_policy()
     try:
-        return settings_for(host.data.get("numa_align_settings"), node_policy().reserved_cpus)
+        settings = settings_for(host.data.get("numa_align_settings"), policy.reserved_cpus)
     except ValidationError as exc:
         raise DeployError(f"{host.name}: {exc}") from None
+    if context.publishes_nrt(host):
+        node_name = context.node_name(host) if kubeconfig else None
+        settings |= nrt_settings(policy.topology_manager_policy, policy.topology_manager_scope, kubeconfig, node_name)
+    return settings
 
 
 def _applies_cluster_objects() -> bool:
@@ -82,10 +93,15 @@ def _systemd_install() -> None:
     )
     files.link(name="numa-align on PATH (for `numa-align inspect`)", path=LINK,
                target=f"{VENV}/bin/numa-align")
+    credentials = []
+    if context.publishes_nrt(host):  # upstream only (context.publishes_nrt): numa-lab's PKI issued its user
+        files.directory(name="numa-align config dir", path=str(PurePosixPath(KUBECONFIG).parent), mode="700")
+        credentials.append(secret_file(name="numa-align kubeconfig (publishes NodeResourceTopology)",
+                                       content=controller.pki(host).read("numa-align.conf"), dest=KUBECONFIG))
     unit = files.put(
         name="numa-align unit",
         src=StringIO(render("plugin/numa-align.service.j2", exec_start=f"{VENV}/bin/numa-align serve",
-                            env=plugin_settings())),
+                            env=plugin_settings(KUBECONFIG))),
         dest=UNIT_FILE, mode="644",
     )
     systemd.daemon_reload(name="Reload systemd for numa-align", _if=any_changed(unit))
@@ -94,7 +110,8 @@ def _systemd_install() -> None:
     # Not when this run started it: it already runs the new wheels and settings (a restart would only drop
     # its registration for the seconds it takes to come back).
     systemd.service(name="Restart numa-align for its new wheels or settings", service="numa-align",
-                    restarted=True, _if=lambda: any_changed(install, unit)() and not started.did_change())
+                    restarted=True,
+                    _if=lambda: any_changed(install, unit, *credentials)() and not started.did_change())
 
 
 def _remote_wheels() -> list[str]:
@@ -116,6 +133,7 @@ def _remove_systemd_install() -> None:
     systemd.daemon_reload(name="Reload systemd without numa-align", _if=any_changed(removed))
     files.link(name="Remove numa-align from PATH", path=LINK, present=False)
     files.directory(name=f"Remove {PREFIX} (venv and wheels)", path=PREFIX, present=False)
+    files.directory(name="Remove numa-align's kubeconfig", path=str(PurePosixPath(KUBECONFIG).parent), present=False)
 
 
 def daemonset_image() -> str:
@@ -136,7 +154,7 @@ def _daemonset_install() -> None:
         return  # one host applies the cluster-wide DaemonSet
     image = daemonset_image()
     kubeconfig = context.state_dir(host) / "kubeconfig"
-    text = manifests.numa_align_daemonset(image, plugin_settings())
+    text = manifests.numa_align_daemonset(image, plugin_settings(), nrt=context.publishes_nrt(host))
     if not manifests.needs_apply(text, manifests.live_state(kubeconfig)):
         host.noop(f"the numa-align DaemonSet already runs {image} with these settings")
         return

@@ -18,6 +18,9 @@ NODES = "system:nodes"
 ADMIN_USER = "numa-lab-admin"
 # kube-proxy's user: the apiserver's bootstrap ClusterRoleBinding system:node-proxier grants it what it reads.
 KUBE_PROXY_USER = "system:kube-proxy"
+# numa-align's user under its systemd unit (the DaemonSet uses its ServiceAccount): bound by numa-lab to read
+# its Node and write NodeResourceTopology objects, nothing else.
+NUMA_ALIGN_USER = "numa-lab:numa-align"
 # The API server's identity towards kubelets. system:masters, as kubeadm before 1.29 had it: it needs no
 # ClusterRoleBinding (a narrower group would need one to system:kubelet-api-admin before the first `kubectl logs`).
 APISERVER_KUBELET_CLIENT_GROUP = MASTERS
@@ -77,6 +80,7 @@ def leaf_profiles(spec: PkiSpec) -> tuple[LeafProfile, ...]:
         LeafProfile("controller-manager", "system:kube-controller-manager", CLIENT),
         LeafProfile("scheduler", "system:kube-scheduler", CLIENT),
         LeafProfile("kube-proxy", KUBE_PROXY_USER, CLIENT),
+        LeafProfile("numa-align", NUMA_ALIGN_USER, CLIENT),
     ]
     for node in spec.nodes:
         identity = f"system:node:{node.name}"
@@ -88,8 +92,8 @@ def leaf_profiles(spec: PkiSpec) -> tuple[LeafProfile, ...]:
 
 
 def kubeconfig_profiles(spec: PkiSpec) -> tuple[KubeconfigProfile, ...]:
-    """The admin's (URL the controller reaches), the control-plane components' (loopback), kube-proxy's (one
-    for every node: the proxy reads only cluster-wide objects) and each kubelet's."""
+    """The admin's (URL the controller reaches), the control-plane components' (loopback), kube-proxy's and
+    numa-align's (one for every node: neither is a node's own identity) and each kubelet's."""
     profiles = [
         KubeconfigProfile("admin.conf", "admin", spec.admin_url, ADMIN_USER),
         KubeconfigProfile(
@@ -97,6 +101,7 @@ def kubeconfig_profiles(spec: PkiSpec) -> tuple[KubeconfigProfile, ...]:
         ),
         KubeconfigProfile("scheduler.conf", "scheduler", LOOPBACK_URL, "system:kube-scheduler"),
         KubeconfigProfile("kube-proxy.conf", "kube-proxy", spec.server_url, KUBE_PROXY_USER),
+        KubeconfigProfile("numa-align.conf", "numa-align", spec.server_url, NUMA_ALIGN_USER),
     ]
     for node in spec.nodes:
         profiles.append(

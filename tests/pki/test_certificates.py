@@ -39,6 +39,7 @@ EXPECTED = {
     "controller-manager": ("system:kube-controller-manager", [], set(), set(), CLIENT_AUTH),
     "scheduler": ("system:kube-scheduler", [], set(), set(), CLIENT_AUTH),
     "kube-proxy": ("system:kube-proxy", [], set(), set(), CLIENT_AUTH),
+    "numa-align": ("numa-lab:numa-align", [], set(), set(), CLIENT_AUTH),
     "nodes/worker-1/kubelet-client": ("system:node:worker-1", ["system:nodes"], set(), set(), CLIENT_AUTH),
     "nodes/worker-1/kubelet": ("system:node:worker-1", ["system:nodes"], {"worker-1"}, {"10.77.0.11"}, SERVER_AUTH),
     "nodes/worker-2/kubelet-client": ("system:node:worker-2", ["system:nodes"], set(), set(), CLIENT_AUTH),
@@ -49,6 +50,7 @@ KUBECONFIGS = {
     "controller-manager.conf": ("https://127.0.0.1:6443", "controller-manager", "system:kube-controller-manager"),
     "scheduler.conf": ("https://127.0.0.1:6443", "scheduler", "system:kube-scheduler"),
     "kube-proxy.conf": ("https://10.77.0.10:6443", "kube-proxy", "system:kube-proxy"),
+    "numa-align.conf": ("https://10.77.0.10:6443", "numa-align", "numa-lab:numa-align"),
     "nodes/worker-1/kubelet.conf": ("https://10.77.0.10:6443", "nodes/worker-1/kubelet-client", "system:node:worker-1"),
     "nodes/worker-2/kubelet.conf": ("https://10.77.0.10:6443", "nodes/worker-2/kubelet-client", "system:node:worker-2"),
 }

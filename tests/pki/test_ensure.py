@@ -42,7 +42,8 @@ def test_new_server_address_reissues_apiserver_and_url_bearing_kubeconfigs(pki: 
     before = snapshot(pki.directory)
     again = ensure_pki(lab_spec(server=Host("server", "10.77.0.20")), pki.directory)
     kubelet_confs = {f"nodes/{n.name}/kubelet.conf" for n in WORKERS}
-    assert set(again.changed) == {"apiserver.crt", "apiserver.key", "admin.conf", "kube-proxy.conf", *kubelet_confs}
+    assert set(again.changed) == {"apiserver.crt", "apiserver.key", "admin.conf", "kube-proxy.conf",
+                                  "numa-align.conf", *kubelet_confs}
     assert differing(before, snapshot(pki.directory)) == set(again.changed)
     assert again.reasons["apiserver.crt"] == "SANs differ"
     assert again.reasons["admin.conf"] == "server URL or credentials changed"
@@ -129,7 +130,7 @@ def test_loose_modes_are_tightened_without_rewriting(pki: ClusterPki, caplog: py
 def test_no_key_material_in_repr_or_logs(pki_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="numalab.pki"):
         pki = ensure_pki(lab_spec(), pki_dir)
-    assert repr(pki).startswith(f"<ClusterPki {pki_dir}: 32 files, changed: ca.key, ca.crt, registry.key")
+    assert repr(pki).startswith(f"<ClusterPki {pki_dir}: 35 files, changed: ca.key, ca.crt, registry.key")
     for text in (repr(pki), str(pki), caplog.text):
         assert "BEGIN" not in text and "PRIVATE" not in text
     assert "pki: issued apiserver.crt (missing)" in caplog.text
