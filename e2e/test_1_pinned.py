@@ -1,18 +1,20 @@
-"""Cases 1, 6 and 7: a Guaranteed pod per worker x NUMA node asking for numa-align/numa-N.
+"""Cases 1 and 8: a Guaranteed pod per worker x NUMA node asking for numa-align/numa-N.
 
-The pods stay up while the node checks (testinfra) and the PodResources cross-check (the inspector)
-look at them, then they are deleted.
+The pods stay up while the node checks (testinfra), the PodResources cross-check (the inspector) and the
+node's NodeResourceTopology object (case 8) look at them, then they are deleted.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 from kube import PodTrouble
+from nrt import judge_zone, read_nrt, summary, wait_agreeing
 from numa_align.cpulist import format_cpulist, parse_cpulist
 from numa_align.devices import resource_name, socket_name
-from probe_pods import pinned_pod
+from probe_pods import devices_for, pinned_pod
 from results import ALL_NODES, describe_failures
 
 from numalab.placement import judge_pinned, memory_not_enforced
@@ -155,4 +157,22 @@ def test_node_runs_kubelet_managers_and_plugin(pinned, workers, policies, hosts,
                     problems.append(f"memory_manager_state holds NUMA {affinity} for the pinned pod, expected [{node}]")
             results.add(worker, node, "node-state", not problems, mems=mems, detail="; ".join(problems))
     failures = results.failures("node-state")
+    assert not failures, describe_failures(failures)
+
+
+def test_nrt_counts_each_pinned_pod(pinned, workers, policies, pinned_cpus, settings, cluster, results):
+    """Case 8 (named so `-k pinned_pod` keeps it): each zone shows its pinned pod's CPUs and devices taken."""
+    for worker, nodes in workers.items():
+        static = policies[worker]["memoryManagerPolicy"] == "Static"
+        cpus = pinned_cpus[worker]
+        for node in nodes:
+            if pinned[(worker, node)][3]:
+                results.add(worker, node, "nrt", False, detail="no running pinned pod to count")
+                continue
+            judge = functools.partial(judge_zone, node=node, cpus=cpus, memory_static=static,
+                                      devices=devices_for(cpus, settings.capacity_mode),
+                                      policy=settings.expect_topology_policy)
+            nrt, problems = wait_agreeing(functools.partial(read_nrt, cluster.api, worker), judge)
+            results.add(worker, node, "nrt", not problems, detail="; ".join(problems) or summary(nrt, node))
+    failures = results.failures("nrt")
     assert not failures, describe_failures(failures)

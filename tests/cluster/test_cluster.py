@@ -134,6 +134,33 @@ def allocatable(state: Path, node: str) -> dict:
     return api.read_node(node).status.allocatable
 
 
+def nrt_zones(state: Path, node: str) -> dict[str, dict[str, int]]:
+    """The node's NodeResourceTopology zones as {zone: {resource: allocatable}}, asked until published."""
+    custom = client.CustomObjectsApi(config.new_client_from_config(str(state / "kubeconfig")))
+    for _ in range(30):
+        try:
+            nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", node)
+            break
+        except client.ApiException as exc:
+            assert exc.status == 404, exc
+            time.sleep(2)
+    else:
+        raise AssertionError(f"no NodeResourceTopology for {node} 60 s after the deploy")
+    attributes = {a["name"]: a["value"] for a in nrt["attributes"]}
+    assert attributes["topologyManagerPolicy"] == "single-numa-node", attributes
+    assert attributes["topologyManagerScope"] == "pod", attributes
+    assert nrt["metadata"]["ownerReferences"][0]["kind"] == "Node", nrt["metadata"]
+    return {z["name"]: {r["name"]: int(r["allocatable"]) for r in z["resources"]} for z in nrt["zones"]}
+
+
+def assert_nrt_rows(table: str) -> None:
+    """e2e case 8 passed for every worker x NUMA node with CPUs: the zone showed its pinned pod taken."""
+    for worker in WORKERS:
+        for node in (0, 1):
+            row = next(line.split() for line in table.splitlines() if line.split()[:3] == [worker, str(node), "nrt"])
+            assert row[3] == "pass", row
+
+
 def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) -> None:
     """worker-3 on the real kubelet: what it accepted, as /configz, the API and the guest's sysfs show."""
     kubelet = configz(state, "worker-3")
@@ -146,6 +173,10 @@ def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) 
     assert "numa-align/numa-2" not in resources  # the memory-only cell is never a device
     assert resources["hugepages-2Mi"] == "64Mi"
     assert ssh(state, "worker-3", "cat /sys/devices/system/cpu/online").stdout.strip() == "0-5"
+    zones = nrt_zones(state, "worker-3")  # the memory-only cell is a zone with memory and no CPUs
+    assert sorted(zones) == ["node-0", "node-1", "node-2"], zones
+    assert "cpu" not in zones["node-2"] and zones["node-2"]["memory"] > 0, zones
+    assert zones["node-0"]["cpu"] == 2 and zones["node-1"]["cpu"] == 2, zones  # allocatable: 0-1 reserved
     assert ssh(state, "worker-3", "cat /sys/devices/system/node/node2/cpulist").stdout.strip() == ""
     preflight = subprocess.run([str(BIN / "numalab"), "preflight", str(inventory), "--format", "json"],
                                env=env, capture_output=True, text=True, timeout=600)
@@ -223,6 +254,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                 row = next(line.split() for line in table.splitlines()
                            if line.split()[:3] == [worker, str(node), "pinned"])
                 assert row[3] == "pass" and row[5] == str(node), row  # Mems_allowed_list is node N
+        assert_nrt_rows(table)  # numa-align's NodeResourceTopology counted each pinned pod (its unit's user)
         assert not any(line.split()[:2] == ["worker-3", "2"] for line in table.splitlines())
         # full-pcpus-only on the real kubelet: pinned pods got whole cores (above), part of a core is refused
         split = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-3", "0", "whole-core"])
@@ -258,6 +290,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
         assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:]
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
+        assert_nrt_rows(pinned.stdout)  # ... and under the DaemonSet (its ServiceAccount's token)
         # The second run of the deploy changes nothing: every stage is idempotent, and the reset happened once.
         with step("second deploy (no changes)"):
             again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
