@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES = [
     "numalab.lab.commands",
     "numalab.k8s.command",
     "numalab.images.command",
+    "numalab.top.command",
 ]
 
 EXIT_BAD_INPUT = 2

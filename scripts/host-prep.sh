@@ -4,9 +4,10 @@
 # changes /dev/kvm's group and mode only when they are not already root:kvm 0660.
 set -eu
 
+# chromium: headless, for the screenshot test of the `numalab top --html` page (tests/top/test_browser.py).
 PACKAGES="qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev pkg-config debootstrap
 openssh-client genisoimage xorriso dnsmasq-base iptables nftables iproute2 e2fsprogs gcc python3-dev python3-venv
-syslinux syslinux-common mtools dosfstools fdisk openssh-server busybox-static docker-registry"
+syslinux syslinux-common mtools dosfstools fdisk openssh-server busybox-static docker-registry chromium"
 
 log() { echo "host-prep: $*"; }
 
