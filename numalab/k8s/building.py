@@ -55,16 +55,22 @@ def go_directive(go_mod: str) -> str:
     return match.group(1)
 
 
-def wrapper_go_mod(kubernetes_go_mod: str, version: str) -> str:
-    """go.mod of a module that builds k8s.io/kubernetes@version with its staging modules from the proxy."""
+def wrapper_go_mod(
+    kubernetes_go_mod: str, version: str, *, module: str = WRAPPER_MODULE, go: str | None = None
+) -> str:
+    """go.mod of a module that builds k8s.io/kubernetes@version with its staging modules from the proxy.
+
+    Other builds against the same Kubernetes (numalab/k8s/scheduler.py) name their own `module` and may need
+    a newer `go` line than Kubernetes' own.
+    """
     _, minor, patch = parse_version(version)
     staging = staging_modules(kubernetes_go_mod)
     if not staging:
         raise BinariesError(f"{KUBERNETES_MODULE}@{version}'s go.mod replaces no module with ./staging/...")
     replaces = "".join(f"\t{name} => {name} v0.{minor}.{patch}\n" for name in staging)
     return (
-        f"module {WRAPPER_MODULE}\n\n"
-        f"go {go_directive(kubernetes_go_mod)}\n\n"
+        f"module {module}\n\n"
+        f"go {go or go_directive(kubernetes_go_mod)}\n\n"
         f"require {KUBERNETES_MODULE} {version}\n\n"
         f"replace (\n{replaces})\n"
     )
