@@ -21,6 +21,7 @@ from numalab.deploy import (
     kube_proxy,
     node,
     numa_align,
+    numa_scheduler,
     pki,
     registry,
     topology_api,
@@ -70,3 +71,5 @@ if roles and context.runs_pods(host):
     verify()
 if "rke2_servers" in roles and distribution == "upstream":
     cluster_dns()  # RKE2 ships its own CoreDNS and kube-proxy
+if "rke2_servers" in roles:
+    numa_scheduler()  # starts once every node published its NodeResourceTopology

@@ -1,4 +1,4 @@
-"""Case 8: the NodeResourceTopology object numa-align publishes, judged against the pods the suite pinned.
+"""The NRT case: the NodeResourceTopology object numa-align publishes, judged against the pods the suite pinned.
 
 While case 1's pods run (one per worker x NUMA node, each holding `cpus` exclusive CPUs and numa-align
 devices of its node), each zone `node-N` must show exactly those taken: available = allocatable − what the

@@ -1,7 +1,7 @@
-"""Cases 1 and 8: a Guaranteed pod per worker x NUMA node asking for numa-align/numa-N.
+"""Case 1 and the NRT case: a Guaranteed pod per worker x NUMA node asking for numa-align/numa-N.
 
 The pods stay up while the node checks (testinfra), the PodResources cross-check (the inspector) and the
-node's NodeResourceTopology object (case 8) look at them, then they are deleted.
+node's NodeResourceTopology object (the NRT case) look at them, then they are deleted.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_node_runs_kubelet_managers_and_plugin(pinned, workers, policies, hosts,
 
 
 def test_nrt_counts_each_pinned_pod(pinned, workers, policies, pinned_cpus, settings, cluster, results):
-    """Case 8 (named so `-k pinned_pod` keeps it): each zone shows its pinned pod's CPUs and devices taken."""
+    """The NRT case (named so `-k pinned_pod` keeps it): each zone shows its pinned pod's CPUs and devices taken."""
     for worker, nodes in workers.items():
         static = policies[worker]["memoryManagerPolicy"] == "Static"
         cpus = pinned_cpus[worker]

@@ -6,6 +6,7 @@ connect counts as "not there yet"); during the run, through `python.call`, to cr
 
 from __future__ import annotations
 
+import datetime
 import time
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,32 @@ def wait_crd_established(kubeconfig: Path, name: str, timeout: float) -> None:
         time.sleep(1)
     raise RuntimeError(f"CustomResourceDefinition {name} not Established after {timeout:.0f} s; "
                        "see the kube-apiserver log on the server")
+
+
+def nrt_created(kubeconfig: Path) -> dict[str, float]:
+    """Each NodeResourceTopology object's name and creation time (seconds since the epoch); {} when there are
+    none, no CRD or no API."""
+    try:
+        custom = client.CustomObjectsApi(core_api(kubeconfig).api_client)
+        listed = custom.list_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
+                                                   _request_timeout=5)
+    except Problem:
+        return {}
+    return {item["metadata"]["name"]: _epoch(item["metadata"]["creationTimestamp"])
+            for item in listed.get("items", [])}
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def wait_nrt_objects(kubeconfig: Path, nodes: list[str], timeout: float) -> None:
+    """Wait until every node in `nodes` has its NodeResourceTopology object (numa-align published it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        missing = sorted(set(nodes) - set(nrt_created(kubeconfig)))
+        if not missing:
+            return
+        time.sleep(2)
+    raise RuntimeError(f"no NodeResourceTopology object for {', '.join(missing)} after {timeout:.0f} s; "
+                       "see numa-align's log on those nodes (journalctl -u numa-align, or its pod's log)")

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "kubelet_settings": {},  # numalab.model.kubelet settings (policies, reservations)
     "numa_align_install": "systemd",
     "numa_align_image": None,  # for numa_align_install: daemonset
+    "numa_scheduler": None,  # the NUMA-aware second scheduler (None: on in an upstream lab, off elsewhere)
     "numa_align_nrt": None,  # numa-align publishes NodeResourceTopology (None: where it has credentials)
     "kubelet_allow_newer": False,  # apply the newest known kubelet's rules to a newer kubelet
     "rke2_registry_airgap": False,  # rke2: system-default-registry is the lab registry
@@ -123,6 +124,22 @@ def publishes_nrt(host: Host) -> bool:
                           "on RKE2: set numa_align_install: daemonset (its ServiceAccount publishes) or "
                           "numa_align_nrt: false")
     return credentials if value is None else value
+
+
+def runs_numa_scheduler(host: Host) -> bool:
+    """numa_scheduler: the NUMA-aware scheduler beside kube-scheduler; by default on in the lab under the
+    upstream distribution. Upstream only: RKE2 runs its own control plane and numa-lab does not add to it."""
+    value = data(host, "numa_scheduler")
+    if value is not None and not isinstance(value, bool):
+        raise DeployError(f"{host.name}: numa_scheduler is {value!r}; expected true or false")
+    upstream = chosen_distribution(host)[0] == "upstream"
+    if value and not upstream:
+        raise DeployError(f"{host.name}: numa_scheduler runs beside the upstream control plane only; "
+                          "set numa_scheduler: false for RKE2")
+    runs = (upstream and host.data.get("kvm_lab") is not None) if value is None else value
+    if runs and not publishes_nrt(host):
+        raise DeployError(f"{host.name}: numa_scheduler needs NodeResourceTopology objects: numa_align_nrt is off")
+    return runs
 
 
 def chosen_distribution(host: Host) -> tuple[str, str]:

@@ -62,10 +62,14 @@ def binaries_spec(host: Host) -> str:
 
 def binaries(host: Host) -> Binaries:
     """kubelet, kube-apiserver, kube-controller-manager, kube-scheduler: resolved (built, if need be) once."""
-    cache = host.data.get("kvm_lab", {}).get("settings", {}).get("image_dir")
-    cache_root = Path(cache).expanduser() / "k8s" if cache else default_cache_root(os.environ)
     with _LOCK:
-        return _binaries(binaries_spec(host), cache_root)
+        return _binaries(binaries_spec(host), binaries_cache_root(host))
+
+
+def binaries_cache_root(host: Host) -> Path:
+    """Where built binaries are cached: the lab's image dir, else numa-lab's cache (numalab.k8s.cache)."""
+    cache = host.data.get("kvm_lab", {}).get("settings", {}).get("image_dir")
+    return Path(cache).expanduser() / "k8s" if cache else default_cache_root(os.environ)
 
 
 @functools.lru_cache(maxsize=4)

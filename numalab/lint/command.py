@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from numalab.cli import UsageError
-from numalab.lint.rules import DEFAULT_SCOPE, RULES, Finding, LintSettings, lint_workload
+from numalab.lint.cluster_schedulers import running_schedulers
+from numalab.lint.rules import DEFAULT_SCHEDULER, DEFAULT_SCOPE, RULES, Finding, LintSettings, lint_workload
 from numalab.lint.workloads import POD_SPEC_PATHS, ManifestError, load_documents, source_name, workloads
 from numalab.model.errors import ValidationError
 from numalab.model.topology import Topology
@@ -47,12 +48,27 @@ def register(subparsers: Any) -> None:
         help=f"the kubelet's topologyManagerScope (default {DEFAULT_SCOPE}: what numa-lab's deploy writes "
              "unless settings.topology-manager-scope says otherwise)",
     )
+    parser.add_argument(
+        "--scheduler", action="append", metavar="NAME",
+        help="a schedulerName the cluster runs besides default-scheduler (repeat it; e.g. numa-aware when the "
+             "NUMA-aware scheduler is on); given, a pod naming any other scheduler is reported",
+    )
+    parser.add_argument(
+        "--kubeconfig", type=Path, metavar="PATH",
+        help="learn the schedulers that run from the cluster (their Leases in kube-system, renewed within a "
+             "minute): numa-lab's NUMA-aware scheduler holds numa-scheduler",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     worker_nodes = read_worker_nodes(args.topology) if args.topology else None
-    settings = LintSettings(args.capacity_mode, args.topology_scope, worker_nodes)
+    schedulers = None
+    if args.scheduler or args.kubeconfig:
+        schedulers = frozenset({DEFAULT_SCHEDULER, *(args.scheduler or ())})
+        if args.kubeconfig:
+            schedulers |= running_schedulers(args.kubeconfig)
+    settings = LintSettings(args.capacity_mode, args.topology_scope, worker_nodes, schedulers)
     findings = lint_files(args.files, settings)
     if args.format == "json":
         print(json.dumps([finding.as_dict() for finding in findings], indent=2))

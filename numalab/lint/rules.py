@@ -34,11 +34,14 @@ DEFAULT_SCOPE = cast(Scope, KubeletSettings().topology_manager_scope)
 @dataclass(frozen=True)
 class LintSettings:
     """capacity_mode: the plugin's NUMA_CAPACITY ("cpus", or "slots" for a device count);
-    scope: the kubelet's topologyManagerScope; worker_nodes: NUMA node ids per worker, None if unknown."""
+    scope: the kubelet's topologyManagerScope; worker_nodes: NUMA node ids per worker, None if unknown;
+    schedulers: the scheduler names that run."""
 
     capacity_mode: CapacityMode = "slots"
     scope: Scope = DEFAULT_SCOPE
     worker_nodes: Mapping[str, frozenset[int]] | None = None
+    schedulers: frozenset[str] | None = None
+    """The schedulerNames the cluster runs (default-scheduler included), None if unknown."""
 
 
 @dataclass(frozen=True)
@@ -177,12 +180,29 @@ RULES: dict[str, Rule] = {
 }
 
 
-def lint_workload(workload: Workload, settings: LintSettings) -> list[Finding]:
-    """Findings for one workload; none when it does not ask for numa-align at all."""
-    refs = containers(workload.pod_spec, workload.spec_path)
-    if not any(_numa_align_names(ref) for ref in refs):
+DEFAULT_SCHEDULER = "default-scheduler"
+UNKNOWN_SCHEDULER = "unknown-scheduler"
+
+
+def _unknown_scheduler(workload: Workload, settings: LintSettings) -> list[Finding]:
+    """A pod naming a scheduler the cluster does not run (the NUMA-aware one turned off) is never bound."""
+    name = workload.pod_spec.get("schedulerName") or DEFAULT_SCHEDULER
+    if settings.schedulers is None or name in settings.schedulers:
         return []
-    findings: list[Finding] = []
+    path = f"{workload.spec_path}.schedulerName"
+    runs = ", ".join(sorted(settings.schedulers))
+    return [Finding(UNKNOWN_SCHEDULER, workload.source, workload.document, workload.line_of(path), workload.object,
+                    "-", path, f"no scheduler {name!r} runs in the cluster (it runs {runs}): the pod stays Pending; "
+                    "the lab's NUMA-aware scheduler (numa-aware) runs with numa_scheduler on")]
+
+
+def lint_workload(workload: Workload, settings: LintSettings) -> list[Finding]:
+    """Findings for one workload: its scheduler's name (any workload), and the pinning rules for workloads
+    asking for numa-align."""
+    refs = containers(workload.pod_spec, workload.spec_path)
+    findings: list[Finding] = _unknown_scheduler(workload, settings)
+    if not any(_numa_align_names(ref) for ref in refs):
+        return findings
     for rule_name, rule in RULES.items():
         for ref, path, message in rule(workload, refs, settings):
             findings.append(Finding(rule_name, workload.source, workload.document, workload.line_of(path),

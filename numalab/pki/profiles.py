@@ -21,6 +21,8 @@ KUBE_PROXY_USER = "system:kube-proxy"
 # numa-align's user under its systemd unit (the DaemonSet uses its ServiceAccount): bound by numa-lab to read
 # its Node and write NodeResourceTopology objects, nothing else.
 NUMA_ALIGN_USER = "numa-lab:numa-align"
+# The NUMA-aware scheduler's user (numalab.model.numa_scheduler): kube-scheduler's roles, NRT reads, its Lease.
+NUMA_SCHEDULER_USER = "numa-lab:numa-scheduler"
 # The API server's identity towards kubelets. system:masters, as kubeadm before 1.29 had it: it needs no
 # ClusterRoleBinding (a narrower group would need one to system:kubelet-api-admin before the first `kubectl logs`).
 APISERVER_KUBELET_CLIENT_GROUP = MASTERS
@@ -81,6 +83,7 @@ def leaf_profiles(spec: PkiSpec) -> tuple[LeafProfile, ...]:
         LeafProfile("scheduler", "system:kube-scheduler", CLIENT),
         LeafProfile("kube-proxy", KUBE_PROXY_USER, CLIENT),
         LeafProfile("numa-align", NUMA_ALIGN_USER, CLIENT),
+        LeafProfile("numa-scheduler", NUMA_SCHEDULER_USER, CLIENT),
     ]
     for node in spec.nodes:
         identity = f"system:node:{node.name}"
@@ -100,6 +103,7 @@ def kubeconfig_profiles(spec: PkiSpec) -> tuple[KubeconfigProfile, ...]:
             "controller-manager.conf", "controller-manager", LOOPBACK_URL, "system:kube-controller-manager"
         ),
         KubeconfigProfile("scheduler.conf", "scheduler", LOOPBACK_URL, "system:kube-scheduler"),
+        KubeconfigProfile("numa-scheduler.conf", "numa-scheduler", LOOPBACK_URL, NUMA_SCHEDULER_USER),
         KubeconfigProfile("kube-proxy.conf", "kube-proxy", spec.server_url, KUBE_PROXY_USER),
         KubeconfigProfile("numa-align.conf", "numa-align", spec.server_url, NUMA_ALIGN_USER),
     ]

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 STEPS: list[tuple[str, float]] = []
+NOTES: list[str] = []
+"""Figures a run should show whatever its outcome (the side-by-side schedulers' counts): printed after the steps."""
 
 
 @contextmanager
@@ -30,3 +32,9 @@ def note_durations(prefix: str, pytest_output: str) -> None:
     for line in pytest_output.splitlines():
         if found := DURATION.match(line):
             STEPS.append((f"  {prefix} {found.group(2)} {found.group(3)}", float(found.group(1))))
+
+
+def note_rows(pytest_output: str, case_prefix: str) -> None:
+    """Keep the e2e table's rows of a case (its CASE column starts with `case_prefix`) for the summary."""
+    NOTES.extend(line.strip() for line in pytest_output.splitlines()
+                 if len(line.split()) > 3 and line.split()[2].startswith(case_prefix))

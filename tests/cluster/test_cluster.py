@@ -29,7 +29,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from tests.cluster.steps import note_durations, step
+from tests.cluster.steps import note_durations, note_rows, step
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -153,8 +153,24 @@ def nrt_zones(state: Path, node: str) -> dict[str, dict[str, int]]:
     return {z["name"]: {r["name"]: int(r["allocatable"]) for r in z["resources"]} for z in nrt["zones"]}
 
 
+def check_top(state: Path, env: dict[str, str], page: Path) -> None:
+    """`kubectl numa` (numalab top) on the lab: every worker's cells from its NRT object, no warning, a page."""
+    env = {**env, "KUBECONFIG": str(state / "kubeconfig")}
+    done = subprocess.run([str(BIN / "kubectl-numa"), "--format", "json", "--html", str(page)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    nodes = {node["name"]: node for node in json.loads(done.stdout)["nodes"]}
+    assert sorted(nodes) == list(WORKERS), sorted(nodes)
+    for name in WORKERS:
+        assert nodes[name]["nrt"] and nodes[name]["warnings"] == [], nodes[name]
+    cells = {cell["zone"]: cell for cell in nodes["worker-3"]["cells"]}
+    assert cells["node-2"]["memory_only"] and cells["node-2"]["cpu"] is None, cells["node-2"]
+    assert cells["node-0"]["cpu"]["allocatable"] == 2, cells["node-0"]
+    assert "<svg" in page.read_text()
+
+
 def assert_nrt_rows(table: str) -> None:
-    """e2e case 8 passed for every worker x NUMA node with CPUs: the zone showed its pinned pod taken."""
+    """the e2e NRT case passed for every worker x NUMA node with CPUs: the zone showed its pinned pod taken."""
     for worker in WORKERS:
         for node in (0, 1):
             row = next(line.split() for line in table.splitlines() if line.split()[:3] == [worker, str(node), "nrt"])
@@ -241,6 +257,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert ssh(state, "worker-1", "/usr/local/bin/kubelet --version").stdout.strip() == "Kubernetes v1.36.3"
         with step("worker-3 checks and preflight"):
             check_real_server_worker(state, env, inventory)
+            check_top(state, env, tmp_path / "top.html")
 
         with step("e2e suite"):
             suite = e2e(state, env, "--durations=8")
@@ -255,6 +272,11 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                            if line.split()[:3] == [worker, str(node), "pinned"])
                 assert row[3] == "pass" and row[5] == str(node), row  # Mems_allowed_list is node N
         assert_nrt_rows(table)  # numa-align's NodeResourceTopology counted each pinned pod (its unit's user)
+        # Side by side: the default scheduler's pods rejected by the kubelets, the NUMA-aware one's never
+        note_rows(table, "numa-scheduler")
+        side = next(line.split() for line in table.splitlines()
+                    if line.split()[:3] == ["*", "*", "numa-scheduler:numa-aware"])
+        assert side[3] == "pass", side
         assert not any(line.split()[:2] == ["worker-3", "2"] for line in table.splitlines())
         # full-pcpus-only on the real kubelet: pinned pods got whole cores (above), part of a core is refused
         split = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-3", "0", "whole-core"])

@@ -1,4 +1,4 @@
-"""Case 8's judge: a zone agrees with the pinned pod only when exactly its CPUs and devices are taken."""
+"""The NRT case's judge: a zone agrees with the pinned pod only when exactly its CPUs and devices are taken."""
 
 from __future__ import annotations
 

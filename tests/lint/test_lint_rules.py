@@ -129,3 +129,59 @@ def test_several_nodes_with_container_scope_is_judged_per_container(tmp_path, ca
     code, findings, _ = lint(tmp_path, capsys, both, "--topology-scope", "container")
     assert code == 1 and [(f["rule"], f["container"]) for f in findings] == [("several-nodes", "app")]
     assert "one node per container" in findings[0]["message"]
+
+
+def numa_aware_pod() -> str:
+    return pod(cpu="2", app_lim="").replace("spec:\n", "spec:\n  schedulerName: numa-aware\n", 1)
+
+
+def test_a_pod_naming_a_scheduler_that_does_not_run_is_reported_any_pod(tmp_path, capsys):
+    """Not only numa-align pods: one that opts in to the NUMA-aware scheduler while it is off stays Pending."""
+    code, findings, _ = lint(tmp_path, capsys, numa_aware_pod(), "--scheduler", "other")
+    assert code == 1 and [(f["rule"], f["field"]) for f in findings] == [("unknown-scheduler", "spec.schedulerName")]
+    assert "no scheduler 'numa-aware' runs in the cluster (it runs default-scheduler, other)" in findings[0]["message"]
+    assert findings[0]["line"] == 5
+    assert lint(tmp_path, capsys, numa_aware_pod(), "--scheduler", "numa-aware")[:2] == (0, [])
+    assert lint(tmp_path, capsys, numa_aware_pod())[:2] == (0, [])  # schedulers unknown: not judged
+
+
+def test_the_running_schedulers_are_learned_from_their_fresh_leases(tmp_path, capsys, monkeypatch):
+    import datetime
+    from types import SimpleNamespace
+
+    from numalab.lint import cluster_schedulers
+
+    now = datetime.datetime(2026, 11, 25, tzinfo=datetime.UTC)
+
+    def leases(renewed_seconds_ago: float) -> list:
+        renewed = now - datetime.timedelta(seconds=renewed_seconds_ago)
+        return [SimpleNamespace(metadata=SimpleNamespace(name="numa-scheduler"),
+                                spec=SimpleNamespace(renew_time=renewed))]
+
+    class Api:
+        items: list = []
+
+        def __init__(self, _client):
+            pass
+
+        def list_namespaced_lease(self, namespace, _request_timeout):
+            return SimpleNamespace(items=Api.items)
+
+    monkeypatch.setattr(cluster_schedulers.client, "CoordinationV1Api", Api)
+    monkeypatch.setattr(cluster_schedulers.config, "new_client_from_config", lambda config_file: None)
+    Api.items = leases(5)
+    assert cluster_schedulers.running_schedulers(tmp_path / "kubeconfig", now) == {"numa-aware"}
+    Api.items = leases(600)  # stopped ten minutes ago
+    assert cluster_schedulers.running_schedulers(tmp_path / "kubeconfig", now) == frozenset()
+
+
+def test_an_unreachable_cluster_is_a_usage_error(tmp_path, capsys):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n"
+                          "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+                          "users: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    manifest = tmp_path / "workload.yaml"
+    manifest.write_text(numa_aware_pod())
+    assert main(["lint", str(manifest), "--kubeconfig", str(kubeconfig)]) == 2
+    assert "cannot list Leases in kube-system" in capsys.readouterr().err

@@ -130,7 +130,7 @@ def test_loose_modes_are_tightened_without_rewriting(pki: ClusterPki, caplog: py
 def test_no_key_material_in_repr_or_logs(pki_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="numalab.pki"):
         pki = ensure_pki(lab_spec(), pki_dir)
-    assert repr(pki).startswith(f"<ClusterPki {pki_dir}: 35 files, changed: ca.key, ca.crt, registry.key")
+    assert repr(pki).startswith(f"<ClusterPki {pki_dir}: 38 files, changed: ca.key, ca.crt, registry.key")
     for text in (repr(pki), str(pki), caplog.text):
         assert "BEGIN" not in text and "PRIVATE" not in text
     assert "pki: issued apiserver.crt (missing)" in caplog.text

@@ -1,0 +1,80 @@
+"""The topology-aware scheduler on the control plane: a second scheduler beside kube-scheduler.
+
+Pods opt in with `schedulerName: numa-aware`; every other pod keeps the default scheduler. Why second and
+not the default profile: upstream advises it (the plugin's view of a node is only as fresh as its
+NodeResourceTopology object, a risk a user should take per workload, not for kube-system's pods), a broken
+or absent NUMA-aware scheduler then leaves the cluster's own pods schedulable, and the lab can run the same
+workload under both schedulers side by side. Its binary registers only NodeResourceTopologyMatch
+(numalab.k8s.scheduler) on top of kube-scheduler's default plugins; the profile enables it at every
+extension point it has (multiPoint). It holds its own Lease and its own identity (numa-lab:numa-scheduler),
+bound to kube-scheduler's roles plus reading NodeResourceTopology objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numalab.model.components import BIN_DIR, K8S_DIR, Component, kubeconfig_path
+
+SCHEDULER_NAME = "numa-aware"
+NAME = "numa-scheduler"  # the unit, the binary, its kubeconfig and its Lease
+PLUGIN = "NodeResourceTopologyMatch"
+CONFIG = f"{K8S_DIR}/{NAME}.yaml"
+SECURE_PORT = 10260  # kube-scheduler has 10259 on the same host
+LEASE_NAMESPACE = "kube-system"
+RESYNC_SECONDS = 5
+"""The plugin's reserve cache resync period: pods it placed count against their cell until the node's NRT
+object shows them (its pod fingerprint matches), so a burst of pods never lands twice on a cell's last
+CPUs; upstream advises at least 5 s."""
+CACHE = {
+    # Shared: the scheduler fingerprints a node's Running pods, as numa-align's PodResources view (active
+    # pods) does; Dedicated would count Succeeded and Failed pods too and never match while one is left.
+    "informerMode": "Shared",
+    # Pods the default scheduler binds (DaemonSets, CoreDNS) mark a node for resync only when they hold
+    # something exclusive (whole CPUs, NUMA-placed memory, devices); All would mark every node at each one.
+    "foreignPodsDetect": "OnlyExclusiveResources",
+    "resyncMethod": "Autodetect",  # from the object's nodeTopologyPodsFingerprintMethod attribute
+    "resyncScope": "OnlyResources",
+}
+
+
+def numa_scheduler() -> Component:
+    conf = kubeconfig_path(NAME)
+    return Component(
+        NAME,
+        f"NUMA-aware scheduler (schedulerName {SCHEDULER_NAME}, {PLUGIN})",
+        (
+            f"--authentication-kubeconfig={conf}",
+            f"--authorization-kubeconfig={conf}",
+            "--bind-address=127.0.0.1",
+            f"--config={CONFIG}",
+            f"--secure-port={SECURE_PORT}",
+        ),
+        after=("kube-apiserver.service",),
+    )
+
+
+def binary_path() -> str:
+    return f"{BIN_DIR}/{NAME}"
+
+
+def numa_scheduler_configuration() -> dict[str, Any]:
+    """KubeSchedulerConfiguration: one profile, the default plugins plus NodeResourceTopologyMatch."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig_path(NAME)},
+        "leaderElection": {"leaderElect": True, "resourceName": NAME, "resourceNamespace": LEASE_NAMESPACE},
+        "profiles": [{
+            "schedulerName": SCHEDULER_NAME,
+            "plugins": {"multiPoint": {"enabled": [{"name": PLUGIN}]}},
+            "pluginConfig": [{
+                "name": PLUGIN,
+                "args": {
+                    "scoringStrategy": {"type": "LeastAllocated"},
+                    "cacheResyncPeriodSeconds": RESYNC_SECONDS,
+                    "cache": CACHE,
+                },
+            }],
+        }],
+    }

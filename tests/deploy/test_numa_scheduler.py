@@ -1,0 +1,67 @@
+"""The NUMA-aware scheduler as the numa_scheduler stage renders it: a second profile with the plugin and its
+reserve cache set for numa-align's fingerprint, a Lease and identity of its own with a scheduler's rights
+plus NRT reads, on by default only in an upstream lab, and restarted for NRT objects newer than it."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from pyinfra.api.exceptions import DeployError
+
+from numalab.deploy.context import runs_numa_scheduler
+from numalab.deploy.numa_scheduler import config_text, rbac_manifest, stale_objects
+from numalab.model import numa_scheduler as model
+from tests.deploy.test_context import FakeHost
+
+LAB = {"kvm_lab": {"settings": {}}}
+
+
+def test_one_profile_named_numa_aware_runs_the_plugin_with_its_reserve_cache() -> None:
+    config = yaml.safe_load(config_text())
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["leaderElection"] == {"leaderElect": True, "resourceName": "numa-scheduler",
+                                        "resourceNamespace": "kube-system"}
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == "numa-aware"
+    assert profile["plugins"] == {"multiPoint": {"enabled": [{"name": "NodeResourceTopologyMatch"}]}}
+    (plugin,) = profile["pluginConfig"]
+    args = plugin["args"]
+    assert args["cacheResyncPeriodSeconds"] >= 5  # the reserve cache: a burst never takes a cell's CPUs twice
+    assert args["cache"]["informerMode"] == "Shared"  # Running pods, as numa-align's fingerprint counts them
+    assert args["cache"]["foreignPodsDetect"] == "OnlyExclusiveResources"
+    unit = model.numa_scheduler()
+    assert f"--config={model.CONFIG}" in unit.args and "--secure-port=10260" in unit.args  # kube-scheduler: 10259
+
+
+def test_its_rights_are_a_schedulers_plus_nrt_reads_and_its_own_lease() -> None:
+    docs = list(yaml.safe_load_all(rbac_manifest()))
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    assert role["rules"] == [{"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"],
+                              "verbs": ["get", "list", "watch"]}]
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")}
+    assert bound == {"numa-lab:numa-scheduler", "system:kube-scheduler", "system:volume-scheduler",
+                     "numa-lab:numa-scheduler-lease", "extension-apiserver-authentication-reader"}
+    assert {s["name"] for d in docs if "subjects" in d for s in d["subjects"]} == {"numa-lab:numa-scheduler"}
+    lease = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "numa-lab:numa-scheduler-lease")
+    named = next(rule for rule in lease["rules"] if "resourceNames" in rule)
+    assert named["resourceNames"] == ["numa-scheduler"] and set(named["verbs"]) == {"get", "update"}
+
+
+def test_on_by_default_in_an_upstream_lab_only_and_refused_where_it_cannot_run() -> None:
+    assert runs_numa_scheduler(FakeHost(LAB))
+    assert not runs_numa_scheduler(FakeHost())  # a bare-metal inventory asks for it
+    assert runs_numa_scheduler(FakeHost({"numa_scheduler": True}))
+    assert not runs_numa_scheduler(FakeHost({**LAB, "k8s_distribution": "rke2"}))
+    with pytest.raises(DeployError, match="upstream control plane only"):
+        runs_numa_scheduler(FakeHost({"numa_scheduler": True, "k8s_distribution": "rke2"}))
+    with pytest.raises(DeployError, match="numa_align_nrt is off"):
+        runs_numa_scheduler(FakeHost({**LAB, "numa_align_nrt": False}))
+    with pytest.raises(DeployError, match="numa_scheduler is 'on'"):
+        runs_numa_scheduler(FakeHost({"numa_scheduler": "on"}))
+
+
+def test_objects_made_after_the_scheduler_started_call_for_a_restart() -> None:
+    created = {"worker-1": 100.0, "worker-3": 250.0}
+    assert stale_objects(created, 200.0) == ["worker-3"]
+    assert stale_objects(created, 300.0) == []
+    assert stale_objects(created, None) == []  # not running: it starts after the wait, seeing them all

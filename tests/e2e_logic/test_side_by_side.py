@@ -1,0 +1,69 @@
+"""Case 9's pure parts: contender pods, how many fit by cell, each pod's outcome, and the verdict."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+from tests.e2e_logic.conftest import load_e2e_module
+
+sys.modules.setdefault("probe_pods", load_e2e_module("probe_pods"))  # side_by_side imports it as the suite does
+side_by_side = load_e2e_module("side_by_side")
+
+
+def zone(node: int, available: int) -> dict:
+    return {"name": f"node-{node}", "type": "Node",
+            "resources": [{"name": "cpu", "capacity": "4", "allocatable": "3", "available": str(available)}]}
+
+
+def test_contenders_are_guaranteed_cpu_and_memory_only_and_opt_in_by_scheduler_name() -> None:
+    pod = side_by_side.contender_pod("c-0", "img", 2, "numa-aware", ["worker-3", "worker-1"])
+    (container,) = pod["spec"]["containers"]
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "2", "memory": "64Mi"}
+    assert pod["spec"]["schedulerName"] == "numa-aware"
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["worker-1", "worker-3"]
+    assert "schedulerName" not in side_by_side.contender_pod("c-1", "img", 2, side_by_side.DEFAULT, [])["spec"]
+
+
+def test_what_fits_counts_each_cell_alone() -> None:
+    worker_1 = {"zones": [zone(0, 1), zone(1, 1)]}  # 2 CPUs free in all, no cell has 2
+    worker_3 = {"zones": [zone(0, 0), zone(1, 2), {"name": "node-2", "type": "Node", "resources": []}]}
+    assert side_by_side.fits([worker_1, worker_3], 2) == 1
+    assert side_by_side.fits([worker_1, worker_3], 1) == 4
+
+
+def test_outcomes_tell_rejected_running_and_pending_apart() -> None:
+    rejected = {"status": {"phase": "Failed", "reason": "TopologyAffinityError", "message": "Pod was rejected"}}
+    running = {"spec": {"nodeName": "worker-3"}, "status": {"phase": "Running"}}
+    pending = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/2 nodes are available: 2 cannot align pod."}]}}
+    assert side_by_side.outcome(rejected) == ("rejected", "TopologyAffinityError: Pod was rejected")
+    assert side_by_side.outcome(running) == ("running", "worker-3")
+    assert side_by_side.outcome(pending)[0] == "pending"
+    assert side_by_side.outcome({"status": {"phase": "Pending"}})[0] is None  # bound, not started yet
+
+
+def test_the_numa_aware_verdict_wants_no_rejection_and_the_plugins_reason() -> None:
+    good = side_by_side.Side("numa-aware", {"a": ("running", "worker-3"),
+                                            "b": ("pending", "0/2 nodes are available: 2 cannot align pod.")}, 4.0)
+    assert side_by_side.judge_numa_aware(good, 1) == []
+    assert good.summary() == "1 running, 0 rejected (TopologyAffinityError), 1 pending, all decided in 4 s"
+    bad = side_by_side.Side("numa-aware", {"a": ("rejected", "TopologyAffinityError: x"),
+                                           "b": ("pending", "0/2 nodes are available: 2 Insufficient cpu.")}, 4.0)
+    problems = side_by_side.judge_numa_aware(bad, 1)
+    assert problems[0].startswith("1 rejected") and "0 running, expected 1" in problems[1]
+    assert "another reason" in problems[2]
+
+
+def test_a_pod_bound_late_counts_only_once_the_picture_is_stable() -> None:
+    pending = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "cannot align pod"}]}}
+    running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
+    states = itertools.chain([pending] * 2, itertools.repeat(running))
+    decided, _ = side_by_side.wait_decided(lambda name: next(states), ["a"], timeout=30, stable=1.0, every=0.01)
+    assert decided["a"] == ("running", "w")  # pending at first, not taken as final
+    states = itertools.repeat({"status": {"phase": "Pending"}})
+    decided, _ = side_by_side.wait_decided(lambda name: next(states), ["a"], timeout=0.05, stable=0, every=0.01)
+    assert decided == {"a": ("pending", "undecided after 0 s")}
