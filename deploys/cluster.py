@@ -71,5 +71,6 @@ if roles and context.runs_pods(host):
     verify()
 if "rke2_servers" in roles and distribution == "upstream":
     cluster_dns()  # RKE2 ships its own CoreDNS and kube-proxy
+stage_barrier(before="the NUMA-aware scheduler")  # numa-align runs on every node: their NRT objects come next
 if "rke2_servers" in roles:
     numa_scheduler()  # starts once every node published its NodeResourceTopology

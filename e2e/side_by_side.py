@@ -29,6 +29,8 @@ DEFAULT = "default-scheduler"
 MEMORY = "64Mi"
 SETTLE_SECONDS = 180.0
 STABLE_SECONDS = 15.0
+PLUGIN_REASONS = ("cannot align", "invalid node topology data")
+"""NodeResourceTopologyMatch's Filter reasons: no cell fits; the node's object is being resynced."""
 REJECTED = "rejected"
 RUNNING = "running"
 PENDING = "pending"
@@ -107,7 +109,7 @@ def judge_numa_aware(side: Side, expected_running: int) -> list[str]:
         problems.append(f"{side.count(REJECTED)} rejected: {side.reasons(REJECTED)}")
     if side.count(RUNNING) != expected_running:
         problems.append(f"{side.count(RUNNING)} running, expected {expected_running}")
-    unaligned = [why for why in side.reasons(PENDING) if "cannot align" not in why]
+    unaligned = [why for why in side.reasons(PENDING) if not any(reason in why for reason in PLUGIN_REASONS)]
     if unaligned:
         problems.append(f"pending for another reason than the plugin's: {unaligned}")
     return problems
