@@ -48,18 +48,47 @@ def query_pod_resources(socket: Path, timeout: float = RPC_TIMEOUT) -> PodResour
     if not socket.exists():
         raise InspectError(f"no socket at {socket}: is the kubelet running on this node?")
     with grpc.insecure_channel(f"unix://{socket}") as channel:
-        stub = pb_grpc.PodResourcesListerStub(channel)
-        try:
-            listed = stub.List(pb.ListPodResourcesRequest(), timeout=timeout)
-        except grpc.RpcError as exc:
+        return _ask(pb_grpc.PodResourcesListerStub(channel), socket, timeout)
+
+
+class PodResourcesReader:
+    """query_pod_resources for a caller that asks every few seconds: one channel kept open per socket (gRPC
+    reconnects it when the kubelet restarts), instead of a connection set up and torn down each time."""
+
+    def __init__(self, timeout: float = RPC_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._socket: Path | None = None
+        self._channel: grpc.Channel | None = None
+        self._stub: pb_grpc.PodResourcesListerStub | None = None
+
+    def __call__(self, socket: Path) -> PodResources:
+        if not socket.exists():
+            self.close()
+            raise InspectError(f"no socket at {socket}: is the kubelet running on this node?")
+        if self._stub is None or socket != self._socket:
+            self.close()
+            self._socket, self._channel = socket, grpc.insecure_channel(f"unix://{socket}")
+            self._stub = pb_grpc.PodResourcesListerStub(self._channel)
+        return _ask(self._stub, socket, self.timeout)
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        self._socket = self._channel = self._stub = None
+
+
+def _ask(stub: pb_grpc.PodResourcesListerStub, socket: Path, timeout: float) -> PodResources:
+    try:
+        listed = stub.List(pb.ListPodResourcesRequest(), timeout=timeout)
+    except grpc.RpcError as exc:
+        raise _api_error(socket, exc) from None
+    try:
+        allocatable = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=timeout)
+    except grpc.RpcError as exc:
+        why = _allocatable_not_served(exc)
+        if not why:
             raise _api_error(socket, exc) from None
-        try:
-            allocatable = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=timeout)
-        except grpc.RpcError as exc:
-            why = _allocatable_not_served(exc)
-            if not why:
-                raise _api_error(socket, exc) from None
-            return PodResources(listed, None, why)
+        return PodResources(listed, None, why)
     return PodResources(listed, allocatable)
 
 

@@ -31,7 +31,7 @@ from numa_align.allocations import allocations_annotation
 from numa_align.fingerprint import METHOD_ALL, fingerprint_pods, pod_fingerprint
 from numa_align.kubeapi import ApiError, CrdMissing, KubeApiError, KubeClient, NotFound, Unreachable
 from numa_align.kubeconfig import ConfigError
-from numa_align.kubelet_sources import InspectError, PodResources, query_pod_resources
+from numa_align.kubelet_sources import InspectError, PodResources, PodResourcesReader
 from numa_align.metrics import Metrics
 from numa_align.nrt import allocatable_from_podresources, build_nrt, exclusive_from_podresources, pinned_pods
 from numa_align.settings import OPTIONS, Settings
@@ -62,7 +62,7 @@ class NrtPublisher:
     def __init__(self, settings: Settings, topology: Callable[[], HostTopology], client: KubeClient | None = None,
                  metrics: Metrics | None = None, *, clock: Callable[[], float] = time.monotonic,
                  min_interval: float = MIN_INTERVAL, refresh: float = REFRESH,
-                 query: Callable[[Path], PodResources] = query_pod_resources) -> None:
+                 query: Callable[[Path], PodResources] | None = None) -> None:
         if client is not None and not settings.node_name:
             raise ValueError("publishing the NRT object needs settings.node_name")
         self.settings = settings
@@ -77,7 +77,7 @@ class NrtPublisher:
         self.writes = 0
         self._topology = topology
         self._clock = clock
-        self._query = query
+        self._query = query or PodResourcesReader()
         self._problems: dict[str, str] = {}
         self._node_uid: str | None = None
         self._uid_fresh = False
@@ -85,6 +85,7 @@ class NrtPublisher:
         self._written_at: float | None = None
         self._attempted_at: float | None = None
         self._pending = False
+        self._last_answer: tuple[Any, ...] | None = None
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,6 +138,8 @@ class NrtPublisher:
         socket = self.settings.pod_resources_socket
         try:
             answer = self._query(socket)
+            if self._unchanged(answer, topology):
+                return
             allocatable = allocatable_from_podresources(answer.allocatable, topology)
             exclusive = exclusive_from_podresources(answer.listed, topology)
         except InspectError as exc:
@@ -165,6 +168,21 @@ class NrtPublisher:
             return self._trouble(*self._describe(exc))
         if written:  # not merely up to date or waiting: the API server took it
             self._recovered(API_KINDS, f"publishing NodeResourceTopology {settings.node_name}")
+
+    def _unchanged(self, answer: PodResources, topology: HostTopology) -> bool:
+        """Nothing to do this poll: the kubelet answered exactly as last time on the same topology, the last
+        poll ended without trouble or a write waiting, and no refresh is due. Building the object costs far
+        more than asking (seconds of CPU a minute on an emulated node), so an idle node only asks."""
+        key = (answer.listed.SerializeToString(deterministic=True),
+               None if answer.allocatable is None else answer.allocatable.SerializeToString(deterministic=True),
+               topology)
+        same, self._last_answer = key == self._last_answer, key
+        refresh_due = self.client is not None and (
+            self._written_at is None or self._clock() - self._written_at >= self.refresh)
+        if same and not self._problems and not self._pending and not refresh_due:
+            self.status = "unchanged"
+            return True
+        return False
 
     def _publish(self, build: Callable[[str], dict[str, Any]]) -> bool:
         """Write the object if due; True when it was written."""

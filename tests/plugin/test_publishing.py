@@ -110,7 +110,8 @@ def test_nothing_changed_no_write_then_pinned_cpus_lower_available(publisher, po
     for _ in range(3):
         clock.advance(2)
         publisher.poll_once()
-    assert (publisher.status, fake.writes) == ("up to date", [("create", NODE)])
+    # the same answer on the same topology: not even built again (an idle emulated node only asks)
+    assert (publisher.status, fake.writes) == ("unchanged", [("create", NODE)])
     pod_resources.set_pods([IDLE, PINNED])
     clock.advance(2)
     publisher.poll_once()
