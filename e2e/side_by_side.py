@@ -27,7 +27,7 @@ CASE = "numa-scheduler"
 NUMA_AWARE = "numa-aware"
 DEFAULT = "default-scheduler"
 MEMORY = "64Mi"
-SETTLE_SECONDS = 180.0
+SETTLE_SECONDS = 360.0
 STABLE_SECONDS = 15.0
 PLUGIN_REASONS = ("cannot align", "invalid node topology data")
 """NodeResourceTopologyMatch's Filter reasons: no cell fits; the node's object is being resynced."""
