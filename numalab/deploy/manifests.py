@@ -99,6 +99,16 @@ def apply(kubeconfig: Path, text: str) -> None:
                                          field_manager=FIELD_MANAGER, force_conflicts=True)
 
 
+def cluster_role_checksum(kubeconfig: Path, name: str) -> str | None:
+    """The manifest checksum on live ClusterRole `name`, or None (absent, or no API)."""
+    try:
+        rbac = client.RbacAuthorizationV1Api(api.core_api(kubeconfig).api_client)
+        found = rbac.read_cluster_role(name, _request_timeout=5)
+    except api.Problem:
+        return None
+    return (found.metadata.annotations or {}).get(MANIFEST_CHECKSUM)
+
+
 def numa_align_present(kubeconfig: Path) -> bool:
     """Does the cluster hold numa-align's DaemonSet or any of its pods? False when the API does not answer."""
     try:

@@ -55,14 +55,6 @@ def config_text() -> str:
     return yaml.safe_dump(model.numa_scheduler_configuration(), sort_keys=False)
 
 
-def live_checksum(kubeconfig: Path) -> str | None:
-    try:
-        rbac = api.client.RbacAuthorizationV1Api(api.core_api(kubeconfig).api_client)
-        found = rbac.read_cluster_role(CLUSTER_ROLE, _request_timeout=5)
-    except api.Problem:
-        return None
-    return (found.metadata.annotations or {}).get(manifests.MANIFEST_CHECKSUM)
-
 
 def _binary() -> Path:
     try:
@@ -103,7 +95,7 @@ def numa_scheduler() -> None:
         return
     kubeconfig = context.state_dir(host) / "kubeconfig"
     text = rbac_manifest()
-    if live_checksum(kubeconfig) != manifests.manifest_checksum(text, "ClusterRole"):
+    if manifests.cluster_role_checksum(kubeconfig, CLUSTER_ROLE) != manifests.manifest_checksum(text, "ClusterRole"):
         python.call(name=f"Apply {model.NAME}'s rights (kube-scheduler's roles, NRT reads, its Lease)",
                     function=manifests.apply, kubeconfig=kubeconfig, text=text)
     changed = [

@@ -33,15 +33,6 @@ def access_manifest(crd_text: str, user: str | None) -> str:
                                  user=user, crd_sha256=hashlib.sha256(crd_text.encode()).hexdigest())
 
 
-def live_checksum(kubeconfig: Path) -> str | None:
-    """The checksum on the live ClusterRole, or None (absent, or no API)."""
-    try:
-        rbac = api.client.RbacAuthorizationV1Api(api.core_api(kubeconfig).api_client)
-        found = rbac.read_cluster_role(CLUSTER_ROLE, _request_timeout=5)
-    except api.Problem:
-        return None
-    return (found.metadata.annotations or {}).get(manifests.MANIFEST_CHECKSUM)
-
 
 def apply_topology_api(kubeconfig: Path, crd_text: str, access_text: str) -> None:
     """The CRD first, served before the rights that name its resource and before any plugin publishes."""
@@ -63,8 +54,8 @@ def topology_api(distribution: str) -> None:
     user = NUMA_ALIGN_USER if distribution == "upstream" else None
     access_text = access_manifest(crd_text, user)
     kubeconfig = context.state_dir(host) / "kubeconfig"
-    if (live_checksum(kubeconfig) == manifests.manifest_checksum(access_text, "ClusterRole")
-            and api.crd_established(kubeconfig, CRD_NAME)):
+    live = manifests.cluster_role_checksum(kubeconfig, CLUSTER_ROLE)
+    if live == manifests.manifest_checksum(access_text, "ClusterRole") and api.crd_established(kubeconfig, CRD_NAME):
         host.noop(f"the NodeResourceTopology CRD is served and numa-align may publish ({CLUSTER_ROLE})")
         return
     python.call(name="Apply the NodeResourceTopology CRD and numa-align's rights to publish",
