@@ -138,6 +138,31 @@ class Cluster:
             if not self._gone(lambda n=name: self.core.read_namespaced_pod(n, self.namespace), wait):
                 raise PodTrouble(f"pod {self.namespace}/{name} still exists {wait:.0f}s after deletion")
 
+    def pods_labelled(self, selector: str) -> list[dict[str, Any]]:
+        """The namespace's pods matching a label selector, as dicts."""
+        items = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        return [self.api.sanitize_for_serialization(item) for item in items]
+
+    # --- deployments ---------------------------------------------------------------------------
+
+    def create_deployment(self, body: dict[str, Any]) -> str:
+        client.AppsV1Api(self.api).create_namespaced_deployment(self.namespace, body)
+        return body["metadata"]["name"]
+
+    def delete_deployment(self, name: str, selector: str, wait: float = 120.0) -> None:
+        """Delete a Deployment with its ReplicaSets and pods, and wait until its pods are gone."""
+        try:
+            client.AppsV1Api(self.api).delete_namespaced_deployment(
+                name, self.namespace, propagation_policy="Foreground", grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        deadline = time.monotonic() + wait
+        while self.pods_labelled(selector):
+            if time.monotonic() > deadline:
+                raise PodTrouble(f"pods of deployment {self.namespace}/{name} still exist {wait:.0f}s after deletion")
+            time.sleep(POLL_SECONDS)
+
     def events(self, name: str) -> list[str]:
         items = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={name}").items
         return [f"{e.type} {e.reason}: {e.message}" for e in items]

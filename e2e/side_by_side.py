@@ -9,8 +9,12 @@ reads each cell's `available` from the NodeResourceTopology objects and leaves t
 align pod"). How many fit is read from those objects after the pressure: the sum over cells of
 available CPUs // CPUs per pod.
 
-Pure helpers (pod bodies, outcomes, tallies) plus `run_side` and `deployment_rejections`, which drive a
-cluster through e2e/kube.py; the e2e case and bench/numa_scheduler_bench.py both use them.
+Last, a Deployment of `contenders` replicas under the NUMA-aware scheduler: what fits Running, the rest
+Pending, and no rejection loop (a ReplicaSet whose pods the kubelet rejects makes new ones without end, the
+loop the default scheduler causes).
+
+Pure helpers (pod bodies, outcomes, tallies) plus `run_side` and `run_deployment`, which drive a cluster
+through e2e/kube.py; the e2e case and bench/numa_scheduler_bench.py both use them.
 """
 
 from __future__ import annotations
@@ -31,17 +35,18 @@ SETTLE_SECONDS = 360.0
 STABLE_SECONDS = 15.0
 PLUGIN_REASONS = ("cannot align", "invalid node topology data")
 """NodeResourceTopologyMatch's Filter reasons: no cell fits; the node's object is being resynced."""
+DEPLOYMENT_LABEL = "numa-lab.e2e/deployment"
+DEPLOYMENT_STABLE_SECONDS = 30.0
+"""A Deployment's picture must hold this long: a rejection loop shows within seconds of a bind."""
 REJECTED = "rejected"
 RUNNING = "running"
 PENDING = "pending"
 
 
-def contender_pod(name: str, image: str, cpus: int, scheduler: str, workers: Iterable[str],
-                  labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A Guaranteed pod asking `cpus` whole CPUs and memory, nothing NUMA-specific; kept to the workers."""
+def contender_spec(image: str, cpus: int, scheduler: str, workers: Iterable[str]) -> dict[str, Any]:
+    """A Guaranteed pod's spec asking `cpus` whole CPUs and memory, nothing NUMA-specific; kept to the workers."""
     resources = {"cpu": str(cpus), "memory": MEMORY}
     spec: dict[str, Any] = {
-        "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 0,
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
@@ -52,8 +57,30 @@ def contender_pod(name: str, image: str, cpus: int, scheduler: str, workers: Ite
     }
     if scheduler != DEFAULT:
         spec["schedulerName"] = scheduler
+    return spec
+
+
+def contender_pod(name: str, image: str, cpus: int, scheduler: str, workers: Iterable[str],
+                  labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A contender pod: never restarted, so a rejection stays visible as its phase."""
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {SUITE_LABEL: CASE, **(labels or {})}}, "spec": spec}
+            "metadata": {"name": name, "labels": {SUITE_LABEL: CASE, **(labels or {})}},
+            "spec": {"restartPolicy": "Never", **contender_spec(image, cpus, scheduler, workers)}}
+
+
+def contender_deployment(name: str, image: str, cpus: int, scheduler: str, workers: Iterable[str],
+                         replicas: int) -> dict[str, Any]:
+    """`replicas` contenders as one Deployment; its pods carry the label `selector(name)` names."""
+    labels = {SUITE_LABEL: CASE, DEPLOYMENT_LABEL: name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {DEPLOYMENT_LABEL: name}},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": contender_spec(image, cpus, scheduler, workers)}}}
+
+
+def selector(deployment: str) -> str:
+    return f"{DEPLOYMENT_LABEL}={deployment}"
 
 
 def fits(nrt_objects: Iterable[Mapping[str, Any]], cpus: int) -> int:
@@ -109,35 +136,44 @@ def judge_numa_aware(side: Side, expected_running: int) -> list[str]:
         problems.append(f"{side.count(REJECTED)} rejected: {side.reasons(REJECTED)}")
     if side.count(RUNNING) != expected_running:
         problems.append(f"{side.count(RUNNING)} running, expected {expected_running}")
-    unaligned = [why for why in side.reasons(PENDING) if not any(reason in why for reason in PLUGIN_REASONS)]
-    if unaligned:
-        problems.append(f"pending for another reason than the plugin's: {unaligned}")
+    if not_the_plugins(side.reasons(PENDING)):
+        problems.append(f"pending for another reason than the plugin's: {not_the_plugins(side.reasons(PENDING))}")
     return problems
+
+
+def not_the_plugins(reasons: Iterable[str]) -> list[str]:
+    """The Pending reasons that are not NodeResourceTopologyMatch's."""
+    return [why for why in reasons if not any(reason in why for reason in PLUGIN_REASONS)]
+
+
+def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: int, timeout: float = SETTLE_SECONDS,
+           stable: float = STABLE_SECONDS, every: float = 2.0) -> tuple[dict[str, tuple[str, str]], float]:
+    """Poll the pods `read_all` gives (name -> pod) until at least `at_least` were seen, every one seen has an
+    outcome and none changed for `stable` seconds (a Pending pod may still be bound when a cell frees up or the
+    scheduler's cache resyncs). A pod seen once is kept even when it is gone (a rejected one a ReplicaSet
+    replaced). Undecided ones after `timeout` count as pending. Returns the outcomes and the seconds until the
+    last change."""
+    start = time.monotonic()
+    seen: dict[str, tuple[str | None, str]] = {}
+    last_change = start
+    while True:
+        before = {name: kind for name, (kind, _) in seen.items()}
+        for name, pod in read_all().items():
+            seen[name] = outcome(pod)
+        if {name: kind for name, (kind, _) in seen.items()} != before:
+            last_change = time.monotonic()
+        now = time.monotonic()
+        decided = len(seen) >= at_least and all(kind is not None for kind, _ in seen.values())
+        if (decided and now - last_change >= stable) or now - start >= timeout:
+            return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s")
+                     for name, (kind, why) in seen.items()}, last_change - start)
+        time.sleep(every)
 
 
 def wait_decided(read: Callable[[str], Mapping[str, Any]], names: list[str], timeout: float = SETTLE_SECONDS,
                  stable: float = STABLE_SECONDS, every: float = 2.0) -> tuple[dict[str, tuple[str, str]], float]:
-    """Poll until every pod has an outcome and none changed for `stable` seconds (a Pending pod may still be
-    bound when a cell frees up or the scheduler's cache resyncs); undecided ones after `timeout` count as
-    pending. Returns the outcomes and the seconds until the last change."""
-    start = time.monotonic()
-    decided: dict[str, tuple[str, str]] = {}
-    last_change = start
-    while True:
-        now_decided = {}
-        for name in names:
-            kind, why = outcome(read(name))
-            if kind is not None:
-                now_decided[name] = (kind, why)
-        if {n: k for n, (k, _) in now_decided.items()} != {n: k for n, (k, _) in decided.items()}:
-            last_change = time.monotonic()
-        decided = now_decided
-        now = time.monotonic()
-        if (len(decided) == len(names) and now - last_change >= stable) or now - start >= timeout:
-            for name in names:
-                decided.setdefault(name, (PENDING, f"undecided after {timeout:.0f} s"))
-            return decided, last_change - start
-        time.sleep(every)
+    """`settle` for a fixed set of pods, read one by one."""
+    return settle(lambda: {name: read(name) for name in names}, len(names), timeout, stable, every)
 
 
 def wait_fitting(read_all: Callable[[], list[Mapping[str, Any]]], cpus: int, expected: int,
@@ -159,3 +195,48 @@ def run_side(cluster: Any, scheduler: str, bodies: list[dict[str, Any]]) -> Side
     finally:
         cluster.delete_pods(names)
     return Side(scheduler, decided, seconds)
+
+
+@dataclass(frozen=True)
+class DeploymentRun:
+    """A Deployment's pods: every one its ReplicaSet made (rejected ones too) and its outcome."""
+
+    replicas: int
+    outcomes: Mapping[str, tuple[str, str]]
+    seconds: float
+
+    def count(self, kind: str) -> int:
+        return Counter(kind_ for kind_, _ in self.outcomes.values())[kind]
+
+    def summary(self) -> str:
+        return (f"Deployment of {self.replicas}: {len(self.outcomes)} pods made, {self.count(RUNNING)} running, "
+                f"{self.count(REJECTED)} rejected, {self.count(PENDING)} pending, settled in {self.seconds:.0f} s")
+
+
+def judge_deployment(run: DeploymentRun, expected_running: int) -> list[str]:
+    """No rejection loop: no pod rejected, no pod made beyond the replicas, what fits Running, the rest Pending
+    with the plugin's reason."""
+    problems = []
+    if run.count(REJECTED):
+        problems.append(f"rejection loop: {run.count(REJECTED)} pods rejected")
+    if len(run.outcomes) > run.replicas:
+        problems.append(f"the ReplicaSet made {len(run.outcomes)} pods for {run.replicas} replicas")
+    if run.count(RUNNING) != expected_running:
+        problems.append(f"{run.count(RUNNING)} running, expected {expected_running}")
+    pending = sorted({why for kind, why in run.outcomes.values() if kind == PENDING})
+    if not_the_plugins(pending):
+        problems.append(f"pending for another reason than the plugin's: {not_the_plugins(pending)}")
+    return problems
+
+
+def run_deployment(cluster: Any, body: dict[str, Any]) -> DeploymentRun:
+    """Create the Deployment, watch its pods until the picture holds, delete it; what was seen."""
+    name = cluster.create_deployment(body)
+    replicas = body["spec"]["replicas"]
+    try:
+        decided, seconds = settle(lambda: {pod["metadata"]["name"]: pod
+                                           for pod in cluster.pods_labelled(selector(name))},
+                                  replicas, stable=DEPLOYMENT_STABLE_SECONDS)
+    finally:
+        cluster.delete_deployment(name, selector(name))
+    return DeploymentRun(replicas, decided, seconds)

@@ -1,9 +1,10 @@
 """Case 9: the default scheduler and the NUMA-aware one side by side (see side_by_side.py for the set-up).
 
 Rows: `numa-scheduler:default-scheduler` (n/a: what it does, for comparison: pods bound where no cell fits
-them are rejected by the kubelet) and `numa-scheduler:numa-aware` (pass: no rejection, every pod that fits
-Running, the rest Pending with the plugin's reason). Needs the NUMA-aware scheduler running (the lab's
-`numa_scheduler`); its absence is a failure that says so.
+them are rejected by the kubelet), `numa-scheduler:numa-aware` (pass: no rejection, every pod that fits
+Running, the rest Pending with the plugin's reason) and `numa-scheduler:deployment` (the same pods as one
+NUMA-aware Deployment: no rejection loop, no pod made beyond its replicas). Needs the NUMA-aware
+scheduler running (the lab's `numa_scheduler`); its absence is a failure that says so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,18 @@ from kubernetes.client.rest import ApiException
 from nrt import read_nrt
 from probe_pods import dns_label, pinned_pod
 from results import ALL_NODES, describe_failures
-from side_by_side import CASE, DEFAULT, NUMA_AWARE, contender_pod, judge_numa_aware, run_side, wait_fitting
+from side_by_side import (
+    CASE,
+    DEFAULT,
+    NUMA_AWARE,
+    contender_deployment,
+    contender_pod,
+    judge_deployment,
+    judge_numa_aware,
+    run_deployment,
+    run_side,
+    wait_fitting,
+)
 
 LEASE = ("kube-system", "numa-scheduler")
 
@@ -49,18 +61,25 @@ def test_numa_aware_scheduler_places_by_cell_where_the_default_one_gets_rejectio
     contenders = expected + 2
     names = cluster.create_pods(pressure)
     sides = {}
+
+    def fitting(row: str) -> None:
+        published = wait_fitting(objects, cpus, expected)  # the pressure in, the last run's pods out
+        if published != expected:
+            results.add(ALL_NODES, ALL_NODES, f"{CASE}:{row}", False,
+                        detail=f"the NRT objects show {published} fits for {cpus} CPUs, expected {expected}")
+            raise AssertionError(describe_failures(results.failures(CASE)))
+
     try:
         for name in names:
             cluster.wait_for_probes(name, ["probe"])
         for scheduler in (DEFAULT, NUMA_AWARE):
-            published = wait_fitting(objects, cpus, expected)  # the pressure in, the other side's pods out
-            if published != expected:
-                results.add(ALL_NODES, ALL_NODES, f"{CASE}:{scheduler}", False,
-                            detail=f"the NRT objects show {published} fits for {cpus} CPUs, expected {expected}")
-                raise AssertionError(describe_failures(results.failures(CASE)))
+            fitting(scheduler)
             bodies = [contender_pod(dns_label("contend", scheduler[:7], str(i)), settings.probe_image, cpus,
                                     scheduler, workers) for i in range(contenders)]
             sides[scheduler] = run_side(cluster, scheduler, bodies)
+        fitting("deployment")
+        deployment = run_deployment(cluster, contender_deployment(
+            dns_label("contend", "deploy"), settings.probe_image, cpus, NUMA_AWARE, workers, contenders))
     finally:
         cluster.delete_pods(names)
     setup = f"{contenders} pods of {cpus} CPUs, {expected} fit in one cell each: "
@@ -68,5 +87,8 @@ def test_numa_aware_scheduler_places_by_cell_where_the_default_one_gets_rejectio
     problems = judge_numa_aware(sides[NUMA_AWARE], expected)
     results.add(ALL_NODES, ALL_NODES, f"{CASE}:{NUMA_AWARE}", not problems,
                 detail=setup + sides[NUMA_AWARE].summary() + ("; " + "; ".join(problems) if problems else ""))
+    problems = judge_deployment(deployment, expected)
+    results.add(ALL_NODES, ALL_NODES, f"{CASE}:deployment", not problems,
+                detail=setup + deployment.summary() + ("; " + "; ".join(problems) if problems else ""))
     failures = results.failures(CASE)
     assert not failures, describe_failures(failures)

@@ -277,6 +277,9 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         side = next(line.split() for line in table.splitlines()
                     if line.split()[:3] == ["*", "*", "numa-scheduler:numa-aware"])
         assert side[3] == "pass", side
+        deployment = next(line.split() for line in table.splitlines()
+                          if line.split()[:3] == ["*", "*", "numa-scheduler:deployment"])
+        assert deployment[3] == "pass", deployment  # a Deployment past what fits: no rejection loop
         assert not any(line.split()[:2] == ["worker-3", "2"] for line in table.splitlines())
         # full-pcpus-only on the real kubelet: pinned pods got whole cores (above), part of a core is refused
         split = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-3", "0", "whole-core"])

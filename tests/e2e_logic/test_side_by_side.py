@@ -67,3 +67,39 @@ def test_a_pod_bound_late_counts_only_once_the_picture_is_stable() -> None:
     states = itertools.repeat({"status": {"phase": "Pending"}})
     decided, _ = side_by_side.wait_decided(lambda name: next(states), ["a"], timeout=0.05, stable=0, every=0.01)
     assert decided == {"a": ("pending", "undecided after 0 s")}
+
+
+def test_the_deployment_is_the_same_contenders_under_one_selector() -> None:
+    body = side_by_side.contender_deployment("d", "img", 2, "numa-aware", ["worker-1"], 3)
+    template = body["spec"]["template"]
+    assert body["spec"]["replicas"] == 3
+    assert body["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    assert side_by_side.selector("d") == "numa-lab.e2e/deployment=d"
+    assert "restartPolicy" not in template["spec"]  # a Deployment's pods restart (Always)
+    assert template["spec"]["schedulerName"] == "numa-aware"
+    assert template["spec"]["containers"] == side_by_side.contender_pod("p", "img", 2, "numa-aware",
+                                                                        ["worker-1"])["spec"]["containers"]
+
+
+def test_settling_keeps_every_pod_seen_even_once_gone() -> None:
+    rejected = {"status": {"phase": "Failed", "reason": "TopologyAffinityError", "message": "x"}}
+    running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
+    polls = itertools.chain([{"a": rejected}, {"b": running}], itertools.repeat({"b": running}))
+    decided, _ = side_by_side.settle(lambda: next(polls), 1, timeout=30, stable=0.05, every=0.01)
+    assert decided == {"a": ("rejected", "TopologyAffinityError: x"), "b": ("running", "w")}
+    # fewer pods than asked for: not settled until the timeout, and what is seen is returned
+    decided, _ = side_by_side.settle(lambda: {"b": running}, 2, timeout=0.05, stable=0, every=0.01)
+    assert decided == {"b": ("running", "w")}
+
+
+def test_a_deployment_passes_only_without_a_rejection_loop() -> None:
+    pending = ("pending", "0/2 nodes are available: 2 cannot align pod.")
+    good = side_by_side.DeploymentRun(3, {"a": ("running", "worker-3"), "b": pending, "c": pending}, 9.0)
+    assert side_by_side.judge_deployment(good, 1) == []
+    assert good.summary() == "Deployment of 3: 3 pods made, 1 running, 0 rejected, 2 pending, settled in 9 s"
+    loop = side_by_side.DeploymentRun(2, {"a": ("running", "w"), "b": ("rejected", "TopologyAffinityError: x"),
+                                          "c": ("rejected", "TopologyAffinityError: x"), "d": pending}, 9.0)
+    problems = side_by_side.judge_deployment(loop, 1)
+    assert problems == ["rejection loop: 2 pods rejected", "the ReplicaSet made 4 pods for 2 replicas"]
+    assert side_by_side.judge_deployment(side_by_side.DeploymentRun(1, {"a": pending}, 1.0), 1) == [
+        "0 running, expected 1"]
