@@ -52,8 +52,11 @@ lab-destroy: venv
 LAB_STATE ?= $(HOME)/.local/share/numa-lab/$(or $(NUMALAB_NAME),numa-lab)
 E2E_KUBECONFIG ?= $(or $(KUBECONFIG),$(LAB_STATE)/kubeconfig)
 E2E_SSH_CONFIG ?= $(or $(NUMALAB_SSH_CONFIG),$(LAB_STATE)/ssh_config)
+# The lab's Prometheus (the metrics stage, on the registry host): its address from the lab's ssh_config.
+E2E_PROMETHEUS_URL ?= $(or $(NUMALAB_PROMETHEUS_URL),$(shell awk '$$1 == "Host" {h = $$2} h == "registry" && $$1 == "HostName" {print "http://" $$2 ":9090"; exit}' $(E2E_SSH_CONFIG) 2>/dev/null))
 e2e: venv
-	KUBECONFIG=$(E2E_KUBECONFIG) NUMALAB_SSH_CONFIG=$(E2E_SSH_CONFIG) $(BIN)/pytest e2e $(PYTEST_ARGS)
+	KUBECONFIG=$(E2E_KUBECONFIG) NUMALAB_SSH_CONFIG=$(E2E_SSH_CONFIG) NUMALAB_PROMETHEUS_URL=$(E2E_PROMETHEUS_URL) \
+	  $(BIN)/pytest e2e $(PYTEST_ARGS)
 
 bench: venv
 	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -9,6 +9,7 @@ The distribution (`k8s_distribution`, env NUMALAB_DISTRIBUTION for the lab) deci
 control plane and kubelets: `upstream` runs the binaries numa-lab builds or is given (and kube-proxy and
 CoreDNS for Services and cluster DNS); `rke2` installs
 RKE2 (online, airgap or preinstalled), writes its config files and starts rke2-server, then rke2-agent.
+With `numa_metrics` (on in an upstream lab) the registry host runs Prometheus, scraping every node's numa-align.
 """
 
 from pyinfra import host
@@ -19,6 +20,7 @@ from numalab.deploy import (
     context,
     control_plane,
     kube_proxy,
+    metrics,
     node,
     numa_align,
     numa_scheduler,
@@ -71,6 +73,8 @@ if roles and context.runs_pods(host):
     verify()
 if "rke2_servers" in roles and distribution == "upstream":
     cluster_dns()  # RKE2 ships its own CoreDNS and kube-proxy
+if "registry" in roles:
+    metrics()  # Prometheus scraping every node's numa-align (numa_metrics)
 stage_barrier(before="the NUMA-aware scheduler")  # numa-align runs on every node: their NRT objects come next
 if "rke2_servers" in roles:
     numa_scheduler()  # starts once every node published its NodeResourceTopology

@@ -49,6 +49,7 @@ class Settings:
     inspect_command: str
     restart_worker: str | None
     ssh_host_format: str
+    prometheus_url: str = ""  # "": the prometheus case is n/a
 
     def ssh_host(self, worker: str) -> str:
         return self.ssh_host_format.format(node=worker)
@@ -77,6 +78,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="worker whose agent the restart case restarts (default: the first by name)")
     group.addoption("--ssh-host-format", default="{node}",
                     help="ssh_config Host of a worker, from its node name (default '{node}')")
+    group.addoption("--prometheus-url", default=os.environ.get("NUMALAB_PROMETHEUS_URL", ""),
+                    help="Prometheus scraping numa-align (the lab's: http://REGISTRY_ADDRESS:9090; default "
+                         "$NUMALAB_PROMETHEUS_URL, else none: the prometheus case is n/a)")
 
 
 def _ssh_config(config: pytest.Config) -> str | None:
@@ -100,6 +104,7 @@ def _settings(config: pytest.Config) -> Settings:
         inspect_command=opt.inspect_command,
         restart_worker=opt.restart_worker,
         ssh_host_format=opt.ssh_host_format,
+        prometheus_url=opt.prometheus_url.strip(),
     )
 
 

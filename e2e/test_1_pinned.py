@@ -1,7 +1,8 @@
-"""Case 1 and the NRT case: a Guaranteed pod per worker x NUMA node asking for numa-align/numa-N.
+"""Case 1, the NRT and the Prometheus case: a Guaranteed pod per worker x NUMA node asking for numa-align/numa-N.
 
-The pods stay up while the node checks (testinfra), the PodResources cross-check (the inspector) and the
-node's NodeResourceTopology object (the NRT case) look at them, then they are deleted.
+The pods stay up while the node checks (testinfra), the PodResources cross-check (the inspector), the
+node's NodeResourceTopology object (the NRT case) and numa-align's per-cell gauge read through Prometheus
+(the Prometheus case) look at them, then they are deleted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from nrt import judge_zone, read_nrt, summary, wait_agreeing
 from numa_align.cpulist import format_cpulist, parse_cpulist
 from numa_align.devices import resource_name, socket_name
 from probe_pods import devices_for, pinned_pod
+from prometheus import WAIT_SECONDS, gauge_summary, judge_gauge, read_pods_pinned
 from results import ALL_NODES, describe_failures
 
 from numalab.placement import judge_pinned, memory_not_enforced
@@ -175,4 +177,23 @@ def test_nrt_counts_each_pinned_pod(pinned, workers, policies, pinned_cpus, sett
             nrt, problems = wait_agreeing(functools.partial(read_nrt, cluster.api, worker), judge)
             results.add(worker, node, "nrt", not problems, detail="; ".join(problems) or summary(nrt, node))
     failures = results.failures("nrt")
+    assert not failures, describe_failures(failures)
+
+
+def test_prometheus_shows_each_pinned_pod(pinned, workers, settings, results):
+    """The Prometheus case (named so `-k pinned_pod` keeps it): numa_align_node_pods_pinned, scraped by the
+    registry host's Prometheus, counts each cell's pinned pod; n/a without --prometheus-url."""
+    for worker, nodes in workers.items():
+        for node in nodes:
+            if not settings.prometheus_url:
+                results.add(worker, node, "prometheus", None, detail="no --prometheus-url given")
+                continue
+            if pinned[(worker, node)][3]:
+                results.add(worker, node, "prometheus", False, detail="no running pinned pod to count")
+                continue
+            read = functools.partial(read_pods_pinned, settings.prometheus_url, worker, node)
+            reading, problems = wait_agreeing(read, judge_gauge, wait=WAIT_SECONDS)
+            results.add(worker, node, "prometheus", not problems,
+                        detail="; ".join(problems) or gauge_summary(reading))
+    failures = results.failures("prometheus")
     assert not failures, describe_failures(failures)

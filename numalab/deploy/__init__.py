@@ -1,7 +1,8 @@
 """The cluster's deploy stages, one module each, called in order by deploys/cluster.py.
 
 base (every host) → pki → registry → control_plane → node → kube_proxy → topology_api (the NRT CRD,
-on the control plane) → numa_align → verify, and cluster_dns and numa_scheduler on the control plane.
+on the control plane) → numa_align → verify, cluster_dns and numa_scheduler on the control plane, and metrics
+(Prometheus) on the registry host.
 Each is a pyinfra `@deploy()` that reads facts first and changes only what differs, so a second run reports
 no changes.
 """
@@ -10,6 +11,7 @@ from numalab.deploy.base import base
 from numalab.deploy.cluster_dns import cluster_dns
 from numalab.deploy.control_plane import control_plane
 from numalab.deploy.kube_proxy import kube_proxy
+from numalab.deploy.metrics import metrics
 from numalab.deploy.node import node
 from numalab.deploy.numa_align import numa_align
 from numalab.deploy.numa_scheduler import numa_scheduler
@@ -18,5 +20,5 @@ from numalab.deploy.registry import registry
 from numalab.deploy.topology_api import topology_api
 from numalab.deploy.verify import verify
 
-__all__ = ["base", "cluster_dns", "control_plane", "kube_proxy", "node", "numa_align", "numa_scheduler", "pki",
-           "registry", "topology_api", "verify"]
+__all__ = ["base", "cluster_dns", "control_plane", "kube_proxy", "metrics", "node", "numa_align", "numa_scheduler",
+           "pki", "registry", "topology_api", "verify"]

@@ -39,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "numa_align_image": None,  # for numa_align_install: daemonset
     "numa_scheduler": None,  # the NUMA-aware second scheduler (None: on in an upstream lab, off elsewhere)
     "numa_align_nrt": None,  # numa-align publishes NodeResourceTopology (None: where it has credentials)
+    "numa_metrics": None,  # Prometheus on the registry host scrapes numa-align (None: on in an upstream lab)
     "kubelet_allow_newer": False,  # apply the newest known kubelet's rules to a newer kubelet
     "rke2_registry_airgap": False,  # rke2: system-default-registry is the lab registry
 }
@@ -140,6 +141,18 @@ def runs_numa_scheduler(host: Host) -> bool:
     if runs and not publishes_nrt(host):
         raise DeployError(f"{host.name}: numa_scheduler needs NodeResourceTopology objects: numa_align_nrt is off")
     return runs
+
+
+def runs_metrics(host: Host) -> bool:
+    """numa_metrics: Debian's prometheus on the registry host scraping every node's numa-align; by default on
+    in the lab (its image carries the package) under the upstream distribution, off elsewhere (a bare-metal
+    registry host may not have Prometheus, or run one of its own)."""
+    value = data(host, "numa_metrics")
+    if value is not None and not isinstance(value, bool):
+        raise DeployError(f"{host.name}: numa_metrics is {value!r}; expected true or false")
+    if value is None:
+        return chosen_distribution(host)[0] == "upstream" and host.data.get("kvm_lab") is not None
+    return value
 
 
 def chosen_distribution(host: Host) -> tuple[str, str]:

@@ -36,12 +36,13 @@ CLUSTER_PACKAGES = (
     "containernetworking-plugins",
     "etcd-server",
     "docker-registry",
+    "prometheus",
     "busybox-static",
     "conntrack",
     "iptables",
 )
 # Enabled at install by their packages; the stages enable each only where it runs.
-DISABLED_UNITS = ("containerd.service", "docker-registry.service", "etcd.service")
+DISABLED_UNITS = ("containerd.service", "docker-registry.service", "etcd.service", "prometheus.service")
 # Boot work the lab does not need, measured under software emulation (see bench/lab_bench.py): timers,
 # consoles on virtual terminals nobody sees, module loads and mounts for hardware and features the
 # guests lack, the network daemons (the first-boot unit sets the fixed address with `ip`).

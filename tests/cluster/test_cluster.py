@@ -244,12 +244,14 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
     env["NUMALAB_EXTRA_GUESTS"] = str(extra)
     inventory = write_inventory(tmp_path / "inventory.py")
     lab = lab_of_inventory_with_env(inventory, env)
+    prometheus_url = f"http://{lab.guest('registry').address}:9090"  # the metrics stage's Prometheus
     try:
         with step("first deploy (lab up, build or cache, every stage)"):
             first = run_pyinfra(inventory, env, DEPLOY, timeout=2400)
         output = first.stdout + first.stderr
         assert first.returncode == 0, failed_run(output)
         assert "Kubernetes distribution: upstream" in output
+        assert "Wait for Prometheus /-/ready" in output
         for worker in WORKERS:
             assert (f"verify {worker}: numa-align/numa-0=100 numa-align/numa-1=100 | cpu static, memory Static, "
                     "topology single-numa-node/pod") in output
@@ -260,7 +262,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             check_top(state, env, tmp_path / "top.html")
 
         with step("e2e suite"):
-            suite = e2e(state, env, "--durations=8")
+            suite = e2e(state, env, "--durations=8", "--prometheus-url", prometheus_url)
         note_durations("e2e", suite.stdout)
         table = suite.stdout + suite.stderr
         history = kubelet_history(state)
@@ -272,6 +274,11 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                            if line.split()[:3] == [worker, str(node), "pinned"])
                 assert row[3] == "pass" and row[5] == str(node), row  # Mems_allowed_list is node N
         assert_nrt_rows(table)  # numa-align's NodeResourceTopology counted each pinned pod (its unit's user)
+        for worker in WORKERS:  # numa-align's per-cell gauge, read back through the registry host's Prometheus
+            for node in (0, 1):
+                row = next(line.split() for line in table.splitlines()
+                           if line.split()[:3] == [worker, str(node), "prometheus"])
+                assert row[3] == "pass", row
         # Side by side: the default scheduler's pods rejected by the kubelets, the NUMA-aware one's never
         note_rows(table, "numa-scheduler")
         side = next(line.split() for line in table.splitlines()
