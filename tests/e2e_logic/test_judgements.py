@@ -141,3 +141,4 @@ def test_mems_are_reported_as_not_enforced_unless_the_memory_manager_is_static()
 
     assert memory_not_enforced("Static") == ""
     assert memory_not_enforced("None") == "mems not enforced by this kubelet (memoryManagerPolicy None)"
+
