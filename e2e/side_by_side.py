@@ -135,7 +135,8 @@ def judge_numa_aware(side: Side, expected_running: int) -> list[str]:
     if side.count(REJECTED):
         problems.append(f"{side.count(REJECTED)} rejected: {side.reasons(REJECTED)}")
     if side.count(RUNNING) != expected_running:
-        problems.append(f"{side.count(RUNNING)} running, expected {expected_running}")
+        problems.append(f"{side.count(RUNNING)} running, expected {expected_running} (pending: "
+                        f"{side.reasons(PENDING)})")
     if not_the_plugins(side.reasons(PENDING)):
         problems.append(f"pending for another reason than the plugin's: {not_the_plugins(side.reasons(PENDING))}")
     return problems
@@ -222,7 +223,8 @@ def judge_deployment(run: DeploymentRun, expected_running: int) -> list[str]:
     if len(run.outcomes) > run.replicas:
         problems.append(f"the ReplicaSet made {len(run.outcomes)} pods for {run.replicas} replicas")
     if run.count(RUNNING) != expected_running:
-        problems.append(f"{run.count(RUNNING)} running, expected {expected_running}")
+        problems.append(f"{run.count(RUNNING)} running, expected {expected_running} (pending: "
+                        f"{sorted({why for kind, why in run.outcomes.values() if kind == PENDING})})")
     pending = sorted({why for kind, why in run.outcomes.values() if kind == PENDING})
     if not_the_plugins(pending):
         problems.append(f"pending for another reason than the plugin's: {not_the_plugins(pending)}")

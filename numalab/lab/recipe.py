@@ -76,7 +76,7 @@ MASKED_UNITS = (
     # the kernel, the address is set by MAC); udevd itself still runs for devices added later.
     "systemd-udev-trigger.service",
 )
-ENABLED_UNITS = ("numalab-firstboot.service", "ssh.service")
+ENABLED_UNITS = ("numalab-firstboot.service", "ssh.service", "numalab-cfs-key.service")
 # Cloud images built from this recipe (tests/lab/cloudimage.py) carry cloud-init instead of firstboot.
 CLOUD_INIT_PACKAGES = ("cloud-init", "python3-cffi-backend")
 CLOUD_INIT_FILES = {"etc/cloud/cloud.cfg.d/90-numalab.cfg": "datasource_list: [NoCloud, None]\n"}
@@ -95,6 +95,8 @@ ROOTFS_FILES = {
     "etc/systemd/system/ssh.service.d/numalab.conf": (ROOTFS_TEMPLATES / "ssh-numalab.conf").read_text(),
     "etc/systemd/system/numalab-firstboot.service": (ROOTFS_TEMPLATES / "numalab-firstboot.service").read_text(),
     "usr/local/sbin/numalab-firstboot": (ROOTFS_TEMPLATES / "numalab-firstboot").read_text(),
+    # Software emulation oopsed a guest patching a static key: keep the CFS bandwidth key on (see the unit).
+    "etc/systemd/system/numalab-cfs-key.service": (ROOTFS_TEMPLATES / "numalab-cfs-key.service").read_text(),
 }
 EXECUTABLES = ("usr/local/sbin/numalab-firstboot",)
 

@@ -102,4 +102,4 @@ def test_a_deployment_passes_only_without_a_rejection_loop() -> None:
     problems = side_by_side.judge_deployment(loop, 1)
     assert problems == ["rejection loop: 2 pods rejected", "the ReplicaSet made 4 pods for 2 replicas"]
     assert side_by_side.judge_deployment(side_by_side.DeploymentRun(1, {"a": pending}, 1.0), 1) == [
-        "0 running, expected 1"]
+        "0 running, expected 1 (pending: ['0/2 nodes are available: 2 cannot align pod.'])"]

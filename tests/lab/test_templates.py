@@ -187,3 +187,11 @@ def test_cloud_image_from_a_local_path(tmp_path: Path) -> None:
     assert (image.disk, image.direct_boot) == (disk, False)
     with pytest.raises(ImageBuildError, match="neither an http"):
         cloud_image(str(tmp_path / "missing.qcow2"), tmp_path / "images")
+
+
+def test_guests_keep_one_cpu_quota_for_life_so_the_cfs_bandwidth_key_never_flips() -> None:
+    """Under software emulation a guest oopsed (int3 in enqueue_entity) patching that key as pods came and went."""
+    recipe = Recipe()
+    unit = recipe.files["etc/systemd/system/numalab-cfs-key.service"]
+    assert "numalab-cfs-key.service" in recipe.enabled_units
+    assert "CPUQuota=" in unit and "ExecStart=/bin/sleep infinity" in unit
