@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LAB_STATE = Path.home() / ".local" / "share" / "numa-lab" / os.environ.get("NUMALAB_NAME", "numa-lab")
 ROW = re.compile(r"numa-scheduler:(\S+)\s+\S+\s+\S+\s+\S+\s+(.*)$")
+DEPLOYMENT = re.compile(r"numa-scheduler:deployment\s+(\S+)\s+\S+\s+\S+\s+.*(Deployment of \d+: .*)$")
 FIGURES = re.compile(r"(\d+) running, (\d+) rejected \(TopologyAffinityError\), (\d+) pending, "
                      r"all decided in (\d+) s")
 
@@ -56,6 +57,9 @@ def main() -> int:
     for scheduler in ("default-scheduler", "numa-aware"):
         running, rejected, pending, seconds = found[scheduler]
         print(f"{scheduler:<18} {running:>7} {rejected:>8} {pending:>7} {seconds:>8} s")
+    for line in done.stdout.splitlines():  # the same pods as one NUMA-aware Deployment: no rejection loop
+        if row := DEPLOYMENT.search(line):
+            print(f"numa-aware Deployment ({row.group(1)}): {row.group(2)}")
     default, aware = found["default-scheduler"], found["numa-aware"]
     print(f"rejections: {default[1]} -> {aware[1]} (goal 0 with numa-aware); "
           f"time to all decided, numa-aware / default: {aware[3] / max(default[3], 1):.2f}")
