@@ -109,19 +109,25 @@ def outcome(pod: Mapping[str, Any]) -> tuple[str | None, str]:
     return None, status.get("phase") or "created"
 
 
-@dataclass(frozen=True)
-class Side:
-    """One scheduler's run: the outcome of each contender and how long until all were decided."""
+class Tally:
+    """Counts over `outcomes` (pod name -> (kind, why)), shared by a Side and a DeploymentRun."""
 
-    scheduler: str
     outcomes: Mapping[str, tuple[str, str]]
-    seconds: float
 
     def count(self, kind: str) -> int:
         return Counter(kind_ for kind_, _ in self.outcomes.values())[kind]
 
     def reasons(self, kind: str) -> list[str]:
         return sorted({why for kind_, why in self.outcomes.values() if kind_ == kind})
+
+
+@dataclass(frozen=True)
+class Side(Tally):
+    """One scheduler's run: the outcome of each contender and how long until all were decided."""
+
+    scheduler: str
+    outcomes: Mapping[str, tuple[str, str]]
+    seconds: float
 
     def summary(self) -> str:
         return (f"{self.count(RUNNING)} running, {self.count(REJECTED)} rejected (TopologyAffinityError), "
@@ -134,17 +140,19 @@ def judge_numa_aware(side: Side, expected_running: int) -> list[str]:
     problems = []
     if side.count(REJECTED):
         problems.append(f"{side.count(REJECTED)} rejected: {side.reasons(REJECTED)}")
-    if side.count(RUNNING) != expected_running:
-        problems.append(f"{side.count(RUNNING)} running, expected {expected_running} (pending: "
-                        f"{side.reasons(PENDING)})")
-    if not_the_plugins(side.reasons(PENDING)):
-        problems.append(f"pending for another reason than the plugin's: {not_the_plugins(side.reasons(PENDING))}")
+    return problems + placement_problems(side, expected_running)
+
+
+def placement_problems(tally: Tally, expected_running: int) -> list[str]:
+    """What fits Running, the rest Pending with NodeResourceTopologyMatch's reason."""
+    problems = []
+    if tally.count(RUNNING) != expected_running:
+        problems.append(f"{tally.count(RUNNING)} running, expected {expected_running} (pending: "
+                        f"{tally.reasons(PENDING)})")
+    others = [why for why in tally.reasons(PENDING) if not any(reason in why for reason in PLUGIN_REASONS)]
+    if others:
+        problems.append(f"pending for another reason than the plugin's: {others}")
     return problems
-
-
-def not_the_plugins(reasons: Iterable[str]) -> list[str]:
-    """The Pending reasons that are not NodeResourceTopologyMatch's."""
-    return [why for why in reasons if not any(reason in why for reason in PLUGIN_REASONS)]
 
 
 def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: int, timeout: float = SETTLE_SECONDS,
@@ -199,15 +207,12 @@ def run_side(cluster: Any, scheduler: str, bodies: list[dict[str, Any]]) -> Side
 
 
 @dataclass(frozen=True)
-class DeploymentRun:
+class DeploymentRun(Tally):
     """A Deployment's pods: every one its ReplicaSet made (rejected ones too) and its outcome."""
 
     replicas: int
     outcomes: Mapping[str, tuple[str, str]]
     seconds: float
-
-    def count(self, kind: str) -> int:
-        return Counter(kind_ for kind_, _ in self.outcomes.values())[kind]
 
     def summary(self) -> str:
         return (f"Deployment of {self.replicas}: {len(self.outcomes)} pods made, {self.count(RUNNING)} running, "
@@ -215,20 +220,13 @@ class DeploymentRun:
 
 
 def judge_deployment(run: DeploymentRun, expected_running: int) -> list[str]:
-    """No rejection loop: no pod rejected, no pod made beyond the replicas, what fits Running, the rest Pending
-    with the plugin's reason."""
+    """No rejection loop: no pod rejected, no pod made beyond the replicas, and placed as judge_numa_aware wants."""
     problems = []
     if run.count(REJECTED):
         problems.append(f"rejection loop: {run.count(REJECTED)} pods rejected")
     if len(run.outcomes) > run.replicas:
         problems.append(f"the ReplicaSet made {len(run.outcomes)} pods for {run.replicas} replicas")
-    if run.count(RUNNING) != expected_running:
-        problems.append(f"{run.count(RUNNING)} running, expected {expected_running} (pending: "
-                        f"{sorted({why for kind, why in run.outcomes.values() if kind == PENDING})})")
-    pending = sorted({why for kind, why in run.outcomes.values() if kind == PENDING})
-    if not_the_plugins(pending):
-        problems.append(f"pending for another reason than the plugin's: {not_the_plugins(pending)}")
-    return problems
+    return problems + placement_problems(run, expected_running)
 
 
 def run_deployment(cluster: Any, body: dict[str, Any]) -> DeploymentRun:

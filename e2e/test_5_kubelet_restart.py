@@ -9,6 +9,7 @@ checkpoint, holds the devices unhealthy; a pod admitted then is rejected ("no he
 from __future__ import annotations
 
 import time
+from typing import NoReturn
 
 from kube import PodTrouble
 from probe_pods import pinned_pod
@@ -49,20 +50,21 @@ def test_numa_align_survives_a_kubelet_restart(cluster, workers, hosts, settings
     assert worker in workers, f"--restart-worker {worker} is not a worker with numa-align ({', '.join(workers)})"
     nodes = workers[worker]
     host = hosts[worker]
+
+    def fail(why: str) -> NoReturn:
+        for n in nodes:
+            results.add(worker, n, "restart", False, detail=why)
+        raise AssertionError(describe_failures(results.failures("restart")))
+
     before = read_registrations(host)
     if before is None:
-        for n in nodes:
-            results.add(worker, n, "restart", False, detail=f"cannot read {REGISTRATIONS} on the node ({METRICS})")
-        raise AssertionError(describe_failures(results.failures("restart")))
+        fail(f"cannot read {REGISTRATIONS} on the node ({METRICS})")
     node_clock = int(host.check_output("date +%s"))
     started = time.monotonic()
     service = agent_service(host, settings.agent_service)
     restart = host.run(f"systemctl restart {service}")
     if restart.rc != 0:
-        why = f"systemctl restart {service} exited {restart.rc}: {restart.stderr.strip()}"
-        for n in nodes:
-            results.add(worker, n, "restart", False, detail=why)
-        raise AssertionError(describe_failures(results.failures("restart")))
+        fail(f"systemctl restart {service} exited {restart.rc}: {restart.stderr.strip()}")
     counts: dict[int, int] = {}
     registered_at: int | None = None  # node clock once numa-align registered with the new kubelet
     while True:
@@ -79,10 +81,7 @@ def test_numa_align_survives_a_kubelet_restart(cluster, workers, hosts, settings
     shown = ", ".join(f"numa-{n}={counts.get(n, 0)}" for n in nodes)
     if not back:
         registered = "registered again" if registered_at is not None else "not registered again"
-        why = f"not allocatable {BACK_WITHIN:.0f}s after the restart ({registered}): {shown}"
-        for n in nodes:
-            results.add(worker, n, "restart", False, detail=why)
-        raise AssertionError(describe_failures(results.failures("restart")))
+        fail(f"not allocatable {BACK_WITHIN:.0f}s after the restart ({registered}): {shown}")
     for n in nodes:
         results.add(worker, n, "restart", True, detail=f"allocatable again after {elapsed:.1f}s ({shown})")
 
