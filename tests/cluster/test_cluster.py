@@ -29,6 +29,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
+from tests.cluster.guests import guest_history, ssh
 from tests.cluster.steps import note_durations, note_rows, step
 from tests.lab.conftest import (
     BIN,
@@ -98,29 +99,10 @@ def write_inventory(path: Path, memory_policy: str | None = None, numa_align_ins
     return path
 
 
-def ssh(state: Path, host: str, command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ssh", "-F", str(state / "ssh_config"), host, command],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-
-
 def e2e(state: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     env = {**env, "KUBECONFIG": str(state / "kubeconfig"), "NUMALAB_SSH_CONFIG": str(state / "ssh_config")}
     return subprocess.run([str(BIN / "pytest"), "e2e", "-p", "no:cacheprovider", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=2400)
-
-
-def kubelet_history(state: Path) -> str:
-    """Each worker's kubelet restarts by systemd (a crash, not `systemctl restart`) and its last exits,
-    and the guest kernel's OOM kills: what a failed e2e run needs when a kubelet was unreachable."""
-    command = ("systemctl show kubelet -p NRestarts -p ExecMainStartTimestamp; "
-               "journalctl -u kubelet --no-pager -o short-monotonic | "
-               "grep -E 'Main process exited|Failed with result|Scheduled restart|Started' | tail -n 8; "
-               "dmesg | grep -iE 'out of memory|oom-kill|killed process' | tail -n 5")
-    parts = ["", "kubelet history per worker:"]
-    for worker in WORKERS:
-        seen = ssh(state, worker, command)
-        parts.append(f"--- {worker} (ssh rc {seen.returncode})\n{seen.stdout.strip()}\n{seen.stderr.strip()}")
-    return "\n".join(parts)
 
 
 def configz(state: Path, node: str) -> dict:
@@ -265,8 +247,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             suite = e2e(state, env, "--durations=8", "--prometheus-url", prometheus_url)
         note_durations("e2e", suite.stdout)
         table = suite.stdout + suite.stderr
-        history = kubelet_history(state)
-        print(history)  # shown with any failure below; NRestarts=0 means no kubelet crashed during e2e
+        history = guest_history(state, WORKERS)
+        print(history)  # shown with any failure below; NRestarts=0 means no kubelet or control plane crashed
         assert suite.returncode == 0, table[-8000:] + history
         for worker in WORKERS:
             for node in (0, 1):
@@ -320,7 +302,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert memory_state["policyName"] == "None", memory_state
         with step("e2e pinned pods under None, numa-align as a DaemonSet"):
             pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
-        assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:]
+        assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:] + guest_history(state, WORKERS)
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
         assert_nrt_rows(pinned.stdout)  # ... and under the DaemonSet (its ServiceAccount's token)
         # The second run of the deploy changes nothing: every stage is idempotent, and the reset happened once.

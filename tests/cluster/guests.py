@@ -1,0 +1,51 @@
+"""What a failed cluster test needs to say about its guests: each kubelet's and control-plane unit's
+restarts, OOM kills, and the kernel's Oops/panic lines from the host-side console logs (which survive a
+guest's reboot, where the guest's own dmesg does not). Printed at the end of the failure message, the
+part of a long CI log that is always shown."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from tests.lab.consoles import console_logs
+
+SERVER_UNITS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+KERNEL_TROUBLE = re.compile(r"Oops|Kernel panic|BUG:|RIP: 0010|blocked for more than|Out of memory|oom-kill")
+BOOT_LINE = re.compile(r"numalab-firstboot: \S+ is \S+ on ")
+
+
+def ssh(state: Path, host: str, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ssh", "-F", str(state / "ssh_config"), host, command],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def _units(units: tuple[str, ...]) -> str:
+    """One line per unit: active state, restarts by systemd (a crash, not `systemctl restart`), start time;
+    then each unit's last exits, and the guest kernel's OOM kills."""
+    shows = "; ".join(f"echo {unit}: $(systemctl show {unit} -p ActiveState -p NRestarts -p ExecMainStartTimestamp"
+                      " | tr '\\n' ' ')" for unit in units)
+    journal = " ".join(f"-u {unit}" for unit in units)
+    return (f"uptime; {shows}; journalctl {journal} --no-pager -o short-monotonic | "
+            "grep -E 'Main process exited|Failed with result|Scheduled restart|Started' | tail -n 8; "
+            "dmesg | grep -iE 'out of memory|oom-kill|killed process' | tail -n 5")
+
+
+def guest_history(state: Path, workers: tuple[str, ...]) -> str:
+    """Every guest's boots and kernel trouble (console logs), the server's control plane and each
+    worker's kubelet (over SSH)."""
+    parts = ["", "guest history:"]
+    for log in console_logs(state):
+        lines = log.read_text(errors="replace").replace("\r", "").splitlines()
+        boots = sum(1 for line in lines if BOOT_LINE.search(line))
+        trouble = [line for line in lines if KERNEL_TROUBLE.search(line)][:12]
+        parts.append(f"--- {log.stem}: booted {boots} time(s); kernel trouble: {len(trouble)} line(s)")
+        parts.extend(trouble)
+    for host, units in (("server", SERVER_UNITS), *((worker, ("kubelet",)) for worker in workers)):
+        try:
+            seen = ssh(state, host, _units(units))
+            parts.append(f"--- {host} (ssh rc {seen.returncode})\n{seen.stdout.strip()}\n{seen.stderr.strip()}")
+        except subprocess.TimeoutExpired:
+            parts.append(f"--- {host}: ssh timed out after 120 s (the guest may be wedged; see its kernel lines)")
+    return "\n".join(parts)
