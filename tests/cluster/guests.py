@@ -39,9 +39,9 @@ def guest_history(state: Path, workers: tuple[str, ...]) -> str:
     for log in console_logs(state):
         lines = log.read_text(errors="replace").replace("\r", "").splitlines()
         boots = sum(1 for line in lines if BOOT_LINE.search(line))
-        trouble = [line for line in lines if KERNEL_TROUBLE.search(line)][:12]
+        trouble = [line for line in lines if KERNEL_TROUBLE.search(line)]
         parts.append(f"--- {log.stem}: booted {boots} time(s); kernel trouble: {len(trouble)} line(s)")
-        parts.extend(trouble)
+        parts.extend(trouble[:12])  # the first Oops and its RIP say what happened; a panic repeats them
     for host, units in (("server", SERVER_UNITS), *((worker, ("kubelet",)) for worker in workers)):
         try:
             seen = ssh(state, host, _units(units))
