@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from kube import Cluster, ClusterUnreachable, connect
+from kube import Cluster, ClusterUnreachable, connect, outages
 from kubernetes.client.rest import ApiException
 from numa_align.cpulist import parse_cpulist
 from results import Results
@@ -142,6 +142,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     cluster = session.config.stash.get(_CLUSTER_KEY, None)
     if cluster is not None and not cluster.delete_namespace():
         print(f"\ne2e: namespace {cluster.namespace} is still terminating; delete it by hand if it stays")
+    if outages.summary():
+        print(f"\ne2e: {outages.summary()}")
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

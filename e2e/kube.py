@@ -60,7 +60,59 @@ def connect(kubeconfig: Path) -> client.ApiClient:
         raise ClusterUnreachable(
             f"API server {api.configuration.host} (kubeconfig {kubeconfig}) refused: {exc.status} {exc.reason}"
         ) from None
-    return api
+    # Reached once: from here a refused connection is an API server restarting, which the cases ride out
+    # (and the run reports, outages.summary()) instead of failing every case that follows.
+    configuration.retries = OutageRetry()
+    return client.ApiClient(configuration)
+
+
+class Outages:
+    """Connections the API server refused after the run had reached it: when, and how long they lasted."""
+
+    def __init__(self) -> None:
+        self.refused: list[tuple[float, str]] = []  # (time.time(), what urllib3 said)
+
+    def add(self, error: str) -> None:
+        self.refused.append((time.time(), error))
+
+    def summary(self) -> str:
+        """One line for the run's end; '' when the API server never went away."""
+        if not self.refused:
+            return ""
+        first, last = self.refused[0][0], self.refused[-1][0]
+        return (f"the API server refused {len(self.refused)} connection(s) between "
+                f"{time.strftime('%H:%M:%S', time.localtime(first))} and "
+                f"{time.strftime('%H:%M:%S', time.localtime(last))} ({last - first:.0f}s); "
+                f"the cases waited for it (last: {self.refused[-1][1]})")
+
+
+outages = Outages()
+
+OUTAGE_ATTEMPTS = 40
+OUTAGE_BACKOFF_MAX = 15.0  # seconds between attempts: 40 attempts wait about 9 minutes in all
+
+
+class OutageRetry(urllib3.util.Retry):
+    """Retry only connections the API server refused (nothing was sent, so any request is safe to repeat).
+
+    A restarting kube-apiserver (systemd brings it back in seconds, its start takes minutes on an
+    emulated guest) refuses connections; every other error is the case's to judge, at once.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("total", None)
+        kwargs.setdefault("connect", OUTAGE_ATTEMPTS)
+        for kind in ("read", "redirect", "status", "other"):
+            kwargs.setdefault(kind, 0)
+        kwargs.setdefault("backoff_factor", 1.0)
+        kwargs.setdefault("backoff_max", OUTAGE_BACKOFF_MAX)
+        kwargs.setdefault("raise_on_status", False)
+        super().__init__(**kwargs)
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if error is not None and self._is_connection_error(error):
+            outages.add(str(error))
+        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
 class Cluster:

@@ -38,3 +38,8 @@ def note_rows(pytest_output: str, case_prefix: str) -> None:
     """Keep the e2e table's rows of a case (its CASE column starts with `case_prefix`) for the summary."""
     NOTES.extend(line.strip() for line in pytest_output.splitlines()
                  if len(line.split()) > 3 and line.split()[2].startswith(case_prefix))
+
+
+def note_outages(pytest_output: str) -> None:
+    """Keep the e2e run's line on API server outages it waited out (kube.Outages.summary), if it had any."""
+    NOTES.extend(line.strip() for line in pytest_output.splitlines() if line.startswith("e2e: the API server refused"))

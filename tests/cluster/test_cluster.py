@@ -30,7 +30,7 @@ import yaml
 from kubernetes import client, config
 
 from tests.cluster.guests import guest_history, ssh
-from tests.cluster.steps import note_durations, note_rows, step
+from tests.cluster.steps import note_durations, note_outages, note_rows, step
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -246,6 +246,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         with step("e2e suite"):
             suite = e2e(state, env, "--durations=8", "--prometheus-url", prometheus_url)
         note_durations("e2e", suite.stdout)
+        note_outages(suite.stdout)  # an API server restart the cases waited out is shown, never hidden
         table = suite.stdout + suite.stderr
         history = guest_history(state, WORKERS)
         print(history)  # shown with any failure below; NRestarts=0 means no kubelet or control plane crashed
@@ -302,6 +303,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert memory_state["policyName"] == "None", memory_state
         with step("e2e pinned pods under None, numa-align as a DaemonSet"):
             pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
+        note_outages(pinned.stdout)
         assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:] + guest_history(state, WORKERS)
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
         assert_nrt_rows(pinned.stdout)  # ... and under the DaemonSet (its ServiceAccount's token)

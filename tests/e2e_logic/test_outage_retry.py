@@ -1,0 +1,100 @@
+"""An API server that restarts mid-run (connections refused for a while) is waited for and reported, not a
+failure of every case after it; any other error still reaches the case at once."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+
+import pytest
+import urllib3
+
+from e2e import kube
+from e2e.kube import OutageRetry
+
+
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def do_POST(self):  # noqa: N802
+        self.do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def outages(monkeypatch) -> kube.Outages:
+    fresh = kube.Outages()
+    monkeypatch.setattr(kube, "outages", fresh)
+    return fresh
+
+
+def test_a_refused_connection_is_retried_until_the_server_is_back_and_reported(outages) -> None:
+    port = closed_port()
+    servers: list[http.server.HTTPServer] = []
+
+    def start_later() -> None:
+        time.sleep(1.5)
+        server = http.server.HTTPServer(("127.0.0.1", port), Ok)
+        servers.append(server)
+        server.serve_forever()
+
+    threading.Thread(target=start_later, daemon=True).start()
+    pool = urllib3.PoolManager(retries=OutageRetry(backoff_factor=0.2, backoff_max=0.5))
+    try:
+        answer = pool.request("POST", f"http://127.0.0.1:{port}/api/v1/namespaces", body=b"{}")
+    finally:
+        for server in servers:
+            server.shutdown()
+    assert answer.status == 200 and answer.data == b"ok"  # a POST too: a refused connection sent nothing
+    assert outages.refused, "the refusals before the server came up were not recorded"
+    assert "refused" in outages.summary() and f"{len(outages.refused)} connection(s)" in outages.summary()
+
+
+def test_the_wait_has_an_end_naming_the_refusal(outages) -> None:
+    pool = urllib3.PoolManager(retries=OutageRetry(connect=3, backoff_factor=0.0))
+    with pytest.raises(urllib3.exceptions.MaxRetryError, match="refused"):
+        pool.request("GET", f"http://127.0.0.1:{closed_port()}/readyz")
+    assert len(outages.refused) == 4  # the first attempt and 3 retries, each recorded
+
+
+def test_an_answer_of_any_status_is_the_cases_to_judge_at_once(outages) -> None:
+    class Unavailable(Ok):
+        def do_GET(self):  # noqa: N802
+            self.send_response(503)
+            self.end_headers()
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Unavailable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        pool = urllib3.PoolManager(retries=OutageRetry(backoff_factor=0.0))
+        answer = pool.request("GET", f"http://127.0.0.1:{server.server_address[1]}/readyz")
+    finally:
+        server.shutdown()
+    assert answer.status == 503 and outages.refused == [] and outages.summary() == ""
+
+
+def test_connect_keeps_one_attempt_for_the_first_contact_then_waits_out_outages(tmp_path) -> None:
+    """An absent cluster still stops the run at once: the retrying client is handed out only after contact."""
+    port = closed_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n")
+    started = time.monotonic()
+    with pytest.raises(kube.ClusterUnreachable, match=f"no API server answers at http://127.0.0.1:{port}"):
+        kube.connect(kubeconfig)
+    assert time.monotonic() - started < 5
