@@ -16,12 +16,13 @@ NOTES: list[str] = []
 def step(name: str) -> Iterator[None]:
     """Time one step of the cluster test; a step that raised is listed too, marked."""
     started = time.monotonic()
+    index = len(STEPS)  # its line goes before what was noted during it (a deploy's phases)
     failed = True
     try:
         yield
         failed = False
     finally:
-        STEPS.append((name + (" (failed)" if failed else ""), time.monotonic() - started))
+        STEPS.insert(index, (name + (" (failed)" if failed else ""), time.monotonic() - started))
 
 
 DURATION = re.compile(r"^\s*(\d+\.\d+)s\s+(call|setup|teardown)\s+(\S+)")
@@ -43,3 +44,9 @@ def note_rows(pytest_output: str, case_prefix: str) -> None:
 def note_outages(pytest_output: str) -> None:
     """Keep the e2e run's line on API server outages it waited out (kube.Outages.summary), if it had any."""
     NOTES.extend(line.strip() for line in pytest_output.splitlines() if line.startswith("e2e: the API server refused"))
+
+
+def note_deploy(label: str, phases: list[tuple[str, float]], slowest: list[tuple[str, float]]) -> None:
+    """A deploy run's phases and slowest operations (tests.cluster.timed_run), under the step that ran it."""
+    STEPS.extend((f"  {label}: {phase}", seconds) for phase, seconds in phases)
+    STEPS.extend((f"    {label} op: {name}", seconds) for name, seconds in slowest)

@@ -30,7 +30,8 @@ import yaml
 from kubernetes import client, config
 
 from tests.cluster.guests import guest_history, ssh
-from tests.cluster.steps import note_durations, note_outages, note_rows, step
+from tests.cluster.steps import note_deploy, note_durations, note_outages, note_rows, step
+from tests.cluster.timed_run import run_timed
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -39,7 +40,6 @@ from tests.lab.conftest import (
     lab_of_inventory_with_env,
     leftovers,
     run_numalab,
-    run_pyinfra,
 )
 from tests.lab.shapes import CLUSTER_WORKER_NUMA
 
@@ -97,6 +97,15 @@ def write_inventory(path: Path, memory_policy: str | None = None, numa_align_ins
             """)
     path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{WITHOUT_WORKER_2}{override}")
     return path
+
+
+def deploy(inventory: Path, env: dict[str, str], label: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """deploys/cluster.py on the lab, timed line by line: its phases and slowest operations go to the summary,
+    its output (times in front) to LABEL.log beside the inventory, kept with pytest's tmp dirs."""
+    timed = run_timed([str(BIN / "pyinfra"), "-y", str(inventory), DEPLOY], env, inventory.parent, timeout,
+                      inventory.parent / f"{label}.log")
+    note_deploy(label, timed.phases(), timed.slowest_operations())
+    return timed.completed
 
 
 def e2e(state: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -229,7 +238,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
     prometheus_url = f"http://{lab.guest('registry').address}:9090"  # the metrics stage's Prometheus
     try:
         with step("first deploy (lab up, build or cache, every stage)"):
-            first = run_pyinfra(inventory, env, DEPLOY, timeout=2400)
+            first = deploy(inventory, env, "first", timeout=2400)
         output = first.stdout + first.stderr
         assert first.returncode == 0, failed_run(output)
         assert "Kubernetes distribution: upstream" in output
@@ -288,7 +297,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         none_inventory = write_inventory(tmp_path / "inventory-none.py", memory_policy="None",
                                          numa_align_install="daemonset")
         with step("Memory Manager None reset, numa-align to its DaemonSet"):
-            reset = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
+            reset = deploy(none_inventory, env, "reset", timeout=1800)
         reset_output = reset.stdout + reset.stderr
         assert reset.returncode == 0, failed_run(reset_output)
         assert "Remove /var/lib/kubelet/memory_manager_state" in reset_output
@@ -309,13 +318,13 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert_nrt_rows(pinned.stdout)  # ... and under the DaemonSet (its ServiceAccount's token)
         # The second run of the deploy changes nothing: every stage is idempotent, and the reset happened once.
         with step("second deploy (no changes)"):
-            again = run_pyinfra(none_inventory, env, DEPLOY, timeout=1800)
+            again = deploy(none_inventory, env, "again", timeout=1800)
         assert again.returncode == 0, failed_run(again.stdout + again.stderr)
         assert changes(again) == "-", "the second run changed something: " + (again.stdout + again.stderr)[-4000:]
         # Back to the unit: the DaemonSet and its pods go first, the unit registers again.
         systemd_inventory = write_inventory(tmp_path / "inventory-systemd.py", memory_policy="None")
         with step("numa-align back to its systemd unit"):
-            back = run_pyinfra(systemd_inventory, env, DEPLOY, timeout=1800)
+            back = deploy(systemd_inventory, env, "back", timeout=1800)
         back_output = back.stdout + back.stderr
         assert back.returncode == 0, failed_run(back_output)
         assert "Remove the numa-align DaemonSet first" in back_output

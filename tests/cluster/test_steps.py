@@ -20,3 +20,11 @@ def test_a_run_without_outage_adds_nothing(monkeypatch) -> None:
     monkeypatch.setattr(steps, "NOTES", [])
     steps.note_outages("e2e/test_1_pinned.py ..\n4 passed in 80.0s\n")
     assert steps.NOTES == []
+
+
+def test_a_steps_line_comes_before_what_was_noted_during_it(monkeypatch) -> None:
+    monkeypatch.setattr(steps, "STEPS", [])
+    with steps.step("first deploy"):
+        steps.note_deploy("first", [("connect (lab up)", 80.0), ("plan (facts)", 120.0)], [("base | Wait", 9.0)])
+    assert [name for name, _ in steps.STEPS] == ["first deploy", "  first: connect (lab up)", "  first: plan (facts)",
+                                                 "    first op: base | Wait"]
