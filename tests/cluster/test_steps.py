@@ -9,11 +9,12 @@ from tests.cluster import steps
 def test_an_outage_line_of_the_e2e_output_is_kept_for_the_summary(monkeypatch) -> None:
     monkeypatch.setattr(steps, "NOTES", [])
     output = ("e2e/test_6_whole_cores.py .\n"
-              "e2e: the API server refused 7 connection(s) between 09:38:01 and 09:40:12 (131s); the cases waited\n"
+              "e2e: the API server refused or deferred 7 request(s) between 09:38:01 and 09:40:12 (131s); "
+              "the cases waited\n"
               "numa-lab e2e: worker x NUMA node x case\n")
     steps.note_outages(output)
-    assert steps.NOTES == ["e2e: the API server refused 7 connection(s) between 09:38:01 and 09:40:12 (131s); "
-                           "the cases waited"]
+    assert steps.NOTES == ["e2e: the API server refused or deferred 7 request(s) between 09:38:01 and 09:40:12 "
+                           "(131s); the cases waited"]
 
 
 def test_a_run_without_outage_adds_nothing(monkeypatch) -> None:

@@ -60,7 +60,7 @@ def test_a_refused_connection_is_retried_until_the_server_is_back_and_reported(o
             server.shutdown()
     assert answer.status == 200 and answer.data == b"ok"  # a POST too: a refused connection sent nothing
     assert outages.refused, "the refusals before the server came up were not recorded"
-    assert "refused" in outages.summary() and f"{len(outages.refused)} connection(s)" in outages.summary()
+    assert "refused" in outages.summary() and f"{len(outages.refused)} request(s)" in outages.summary()
 
 
 def test_the_wait_has_an_end_naming_the_refusal(outages) -> None:
@@ -84,6 +84,34 @@ def test_an_answer_of_any_status_is_the_cases_to_judge_at_once(outages) -> None:
     finally:
         server.shutdown()
     assert answer.status == 503 and outages.refused == [] and outages.summary() == ""
+
+
+def test_an_answer_deferred_with_retry_after_is_asked_again_after_the_time_it_gives(outages) -> None:
+    """What a starting kube-apiserver answers before its storage is ready: 503 with Retry-After, then 201."""
+    answers = [503, 429, 201]
+    seen: list[str] = []
+
+    class Starting(Ok):
+        def do_POST(self):  # noqa: N802
+            seen.append(self.path)
+            status = answers.pop(0)
+            self.send_response(status)
+            if status != 201:
+                self.send_header("Retry-After", "1")
+            self.end_headers()
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Starting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    started = time.monotonic()
+    try:
+        pool = urllib3.PoolManager(retries=OutageRetry(backoff_factor=0.0))
+        answer = pool.request("POST", f"http://127.0.0.1:{server.server_address[1]}/api/v1/pods", body=b"{}")
+    finally:
+        server.shutdown()
+    assert answer.status == 201 and len(seen) == 3
+    assert time.monotonic() - started >= 2  # Retry-After: 1, twice
+    assert [error.split(": ")[-1] for _, error in outages.refused] == ["HTTP 503, Retry-After 1",
+                                                                       "HTTP 429, Retry-After 1"]
 
 
 def test_connect_keeps_one_attempt_for_the_first_contact_then_waits_out_outages(tmp_path) -> None:
