@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from kube import Cluster, ClusterUnreachable, connect, outages
+from api_outages import record as outages
+from kube import Cluster, ClusterUnreachable, connect
 from kubernetes.client.rest import ApiException
 from numa_align.cpulist import parse_cpulist
 from results import Results

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+from api_outages import OutageRetry
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -64,66 +65,6 @@ def connect(kubeconfig: Path) -> client.ApiClient:
     # (and the run reports, outages.summary()) instead of failing every case that follows.
     configuration.retries = OutageRetry()
     return client.ApiClient(configuration)
-
-
-class Outages:
-    """Requests the API server refused (connection) or deferred (Retry-After) after the run had reached it."""
-
-    def __init__(self) -> None:
-        self.refused: list[tuple[float, str]] = []  # (time.time(), what urllib3 said)
-
-    def add(self, error: str) -> None:
-        self.refused.append((time.time(), error))
-
-    def summary(self) -> str:
-        """One line for the run's end; '' when the API server never went away."""
-        if not self.refused:
-            return ""
-        first, last = self.refused[0][0], self.refused[-1][0]
-        return (f"the API server refused or deferred {len(self.refused)} request(s) between "
-                f"{time.strftime('%H:%M:%S', time.localtime(first))} and "
-                f"{time.strftime('%H:%M:%S', time.localtime(last))} ({last - first:.0f}s); "
-                f"the cases waited for it (last: {self.refused[-1][1]})")
-
-
-outages = Outages()
-
-OUTAGE_ATTEMPTS = 40
-OUTAGE_BACKOFF_MAX = 15.0  # seconds between attempts: 40 attempts wait about 9 minutes in all
-OUTAGE_DEFERRALS = 20  # answers with Retry-After (the API server says when: 1 s while it starts)
-
-
-class OutageRetry(urllib3.util.Retry):
-    """Retry what a restarting API server could not have acted on, and nothing else.
-
-    A restarting kube-apiserver (systemd brings it back in seconds, its start takes minutes on an
-    emulated guest) first refuses connections (nothing was sent), then may answer 429/503 with Retry-After
-    while it starts (the request was not processed: client-go retries those for every verb, and so do we,
-    after the time it asks). Every other error or status is the case's to judge, at once.
-    """
-
-    DEFERRED = frozenset({429, 503})
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("total", None)
-        kwargs.setdefault("connect", OUTAGE_ATTEMPTS)
-        kwargs.setdefault("status", OUTAGE_DEFERRALS)
-        for kind in ("read", "redirect", "other"):
-            kwargs.setdefault(kind, 0)
-        kwargs.setdefault("backoff_factor", 1.0)
-        kwargs.setdefault("backoff_max", OUTAGE_BACKOFF_MAX)
-        kwargs.setdefault("raise_on_status", False)
-        super().__init__(**kwargs)
-
-    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
-        return has_retry_after and status_code in self.DEFERRED
-
-    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
-        if error is not None and self._is_connection_error(error):
-            outages.add(str(error))
-        elif response is not None and response.status in self.DEFERRED:
-            outages.add(f"{method} {url}: HTTP {response.status}, Retry-After {response.headers.get('Retry-After')}")
-        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
 class Cluster:
@@ -200,6 +141,11 @@ class Cluster:
         for name in names:
             if not self._gone(lambda n=name: self.core.read_namespaced_pod(n, self.namespace), wait):
                 raise PodTrouble(f"pod {self.namespace}/{name} still exists {wait:.0f}s after deletion")
+
+    def running_pods(self, nodes: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        """(namespace, name) of every pod the API shows Running on each node, all namespaces."""
+        return {node: [(pod.metadata.namespace, pod.metadata.name) for pod in self.core.list_pod_for_all_namespaces(
+                    field_selector=f"spec.nodeName={node},status.phase=Running").items] for node in nodes}
 
     def pods_labelled(self, selector: str) -> list[dict[str, Any]]:
         """The namespace's pods matching a label selector, as dicts."""

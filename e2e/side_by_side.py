@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
 from probe_pods import RESTRICTED, SUITE_LABEL
 
 CASE = "numa-scheduler"
@@ -33,8 +34,11 @@ DEFAULT = "default-scheduler"
 MEMORY = "64Mi"
 SETTLE_SECONDS = 360.0
 STABLE_SECONDS = 15.0
-PLUGIN_REASONS = ("cannot align", "invalid node topology data")
+RESYNCING = "invalid node topology data"
+PLUGIN_REASONS = ("cannot align", RESYNCING)
 """NodeResourceTopologyMatch's Filter reasons: no cell fits; the node's object is being resynced."""
+RESYNC_GRACE_SECONDS = 12.0
+"""Two of the plugin's resync periods (numalab.model.numa_scheduler.RESYNC_SECONDS, 5 s) and room."""
 DEPLOYMENT_LABEL = "numa-lab.e2e/deployment"
 DEPLOYMENT_STABLE_SECONDS = 30.0
 """A Deployment's picture must hold this long: a rejection loop shows within seconds of a bind."""
@@ -105,7 +109,10 @@ def outcome(pod: Mapping[str, Any]) -> tuple[str | None, str]:
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
-            return PENDING, condition.get("message", "")
+            message = condition.get("message", "")
+            # A node was being resynced: the scheduler tries the pod again (at the latest when it flushes its
+            # unschedulable pods, 5 min), so this is not the pod's outcome yet.
+            return (None if RESYNCING in message else PENDING), message
     return None, status.get("phase") or "created"
 
 
@@ -174,7 +181,7 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
         now = time.monotonic()
         decided = len(seen) >= at_least and all(kind is not None for kind, _ in seen.values())
         if (decided and now - last_change >= stable) or now - start >= timeout:
-            return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s")
+            return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s: {why}")
                      for name, (kind, why) in seen.items()}, last_change - start)
         time.sleep(every)
 
@@ -193,6 +200,38 @@ def wait_fitting(read_all: Callable[[], list[Mapping[str, Any]]], cpus: int, exp
         found = fits(read_all(), cpus)
         if found == expected or time.monotonic() >= deadline:
             return found
+        time.sleep(every)
+
+
+def unsynced(nrt_objects: Iterable[Mapping[str, Any]], running: Mapping[str, Iterable[tuple[str, str]]]) -> list[str]:
+    """Nodes whose NRT object's pod fingerprint is not that of the Running pods the API shows on them.
+
+    The plugin's resync trusts a node's object again only when that fingerprint matches the pods it sees
+    Running there (method `all`, numa-align's); until then the node is "invalid node topology data" to it.
+    """
+    stale = []
+    for nrt in nrt_objects:
+        node = (nrt.get("metadata") or {}).get("name", "?")
+        published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
+        if published != pod_fingerprint(running.get(node, ())):
+            stale.append(node)
+    return sorted(stale)
+
+
+def wait_resyncable(read_all: Callable[[], list[Mapping[str, Any]]],
+                    read_running: Callable[[], Mapping[str, Iterable[tuple[str, str]]]],
+                    timeout: float = 60.0, every: float = 2.0, grace: float = RESYNC_GRACE_SECONDS) -> list[str]:
+    """Wait until every node's object could be resynced, then for the plugin's resync to run; [] when it
+    could, else the nodes that still could not after `timeout`. Contenders made before would find a node
+    the last side's pods left marked (foreign or over-reserved) and wait for the scheduler's retry."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stale = unsynced(read_all(), read_running())
+        if not stale:
+            time.sleep(grace)
+            return []
+        if time.monotonic() >= deadline:
+            return stale
         time.sleep(every)
 
 

@@ -20,3 +20,7 @@ def load_e2e_module(name: str) -> ModuleType:
     sys.modules[qualified] = module
     spec.loader.exec_module(module)
     return module
+
+
+# kube.py imports api_outages as the suite does (e2e/ on sys.path): the same module under both names.
+sys.modules.setdefault("api_outages", load_e2e_module("api_outages"))

@@ -12,7 +12,10 @@ import pytest
 import urllib3
 
 from e2e import kube
-from e2e.kube import OutageRetry
+from tests.e2e_logic.conftest import load_e2e_module
+
+api_outages = load_e2e_module("api_outages")
+OutageRetry = api_outages.OutageRetry
 
 
 class Ok(http.server.BaseHTTPRequestHandler):
@@ -35,9 +38,9 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-def outages(monkeypatch) -> kube.Outages:
-    fresh = kube.Outages()
-    monkeypatch.setattr(kube, "outages", fresh)
+def outages(monkeypatch):
+    fresh = api_outages.Outages()
+    monkeypatch.setattr(api_outages, "record", fresh)
     return fresh
 
 

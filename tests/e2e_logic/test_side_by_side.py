@@ -66,7 +66,7 @@ def test_a_pod_bound_late_counts_only_once_the_picture_is_stable() -> None:
     assert decided["a"] == ("running", "w")  # pending at first, not taken as final
     states = itertools.repeat({"status": {"phase": "Pending"}})
     decided, _ = side_by_side.wait_decided(lambda name: next(states), ["a"], timeout=0.05, stable=0, every=0.01)
-    assert decided == {"a": ("pending", "undecided after 0 s")}
+    assert decided == {"a": ("pending", "undecided after 0 s: Pending")}  # what it last was
 
 
 def test_the_deployment_is_the_same_contenders_under_one_selector() -> None:
@@ -103,3 +103,51 @@ def test_a_deployment_passes_only_without_a_rejection_loop() -> None:
     assert problems == ["rejection loop: 2 pods rejected", "the ReplicaSet made 4 pods for 2 replicas"]
     assert side_by_side.judge_deployment(side_by_side.DeploymentRun(1, {"a": pending}, 1.0), 1) == [
         "0 running, expected 1 (pending: ['0/2 nodes are available: 2 cannot align pod.'])"]
+
+
+def pending_with(message: str) -> dict:
+    return {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}}
+
+
+def test_a_pod_a_resyncing_node_turned_away_is_not_decided_yet() -> None:
+    """CI run of e24e24c: all three NUMA-aware contenders Pending in 3 s, one node 'invalid node topology data'
+    (the default side's pods had marked it), judged 15 s later although the scheduler retries such pods."""
+    resyncing = pending_with("0/2 nodes are available: 1 cannot align pod, 1 invalid node topology data. ")
+    assert side_by_side.outcome(resyncing) == (None, resyncing["status"]["conditions"][0]["message"])
+    assert side_by_side.outcome(pending_with("0/2 nodes are available: 2 cannot align pod."))[0] == "pending"
+    clock = itertools.count(0.0, 200.0)  # each poll 200 s later: the 360 s limit comes on the third
+    side_by_side.time.monotonic, saved = (lambda: next(clock)), side_by_side.time.monotonic
+    try:
+        outcomes, _ = side_by_side.settle(lambda: {"p": resyncing}, 1, every=0.0)
+    finally:
+        side_by_side.time.monotonic = saved
+    kind, why = outcomes["p"]
+    assert kind == "pending" and why.startswith("undecided after 360 s: 0/2 nodes") and "invalid node" in why
+
+
+def nrt(node: str, fingerprint: str) -> dict:
+    return {"metadata": {"name": node}, "attributes": [{"name": "nodeTopologyPodsFingerprint", "value": fingerprint}]}
+
+
+def test_a_node_is_resyncable_when_its_fingerprint_is_that_of_its_running_pods() -> None:
+    from numa_align.fingerprint import pod_fingerprint
+
+    running = {"worker-1": [("kube-system", "coredns-1"), ("e2e", "pressure-1")], "worker-3": []}
+    objects = [nrt("worker-1", pod_fingerprint([("e2e", "pressure-1"), ("kube-system", "coredns-1")])),
+               nrt("worker-3", pod_fingerprint([("e2e", "contend-default-0")]))]  # a deleted pod still counted
+    assert side_by_side.unsynced(objects, running) == ["worker-3"]
+    assert side_by_side.unsynced([nrt("worker-3", pod_fingerprint([]))], running) == []
+    assert side_by_side.unsynced([{"metadata": {"name": "worker-1"}}], running) == ["worker-1"]  # no attribute
+
+
+def test_waiting_for_a_resyncable_view_ends_when_the_objects_catch_up_or_names_the_laggards() -> None:
+    from numa_align.fingerprint import pod_fingerprint
+
+    running = {"worker-3": [("e2e", "pressure-3")]}
+    answers = iter([[nrt("worker-3", pod_fingerprint([("e2e", "pressure-3"), ("e2e", "gone")]))],
+                    [nrt("worker-3", pod_fingerprint([("e2e", "pressure-3")]))]])
+    assert side_by_side.wait_resyncable(lambda: next(answers), lambda: running, every=0.0, grace=0.0) == []
+    stuck = [nrt("worker-3", "pfp0v001deadbeefdeadbeef")]
+    assert side_by_side.wait_resyncable(lambda: stuck, lambda: running, timeout=0.0, every=0.0, grace=0.0) \
+        == ["worker-3"]
