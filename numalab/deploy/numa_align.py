@@ -44,6 +44,10 @@ LINK = "/usr/local/bin/numa-align"
 SWITCH_TIMEOUT = 180.0
 READY_TIMEOUT = 300.0
 IMAGE_KEY = "numa-align"
+# Debian's and Ubuntu's pip wheel (python3-pip-whl, which python3-venv depends on). The venv is made without
+# pip and this pip, run from its wheel, installs into it: ensurepip's copy of pip into the venv took 67 s of
+# a lab deploy under software emulation, for a pip the venv never uses again.
+PIP_WHEELS = "/usr/share/python-wheels"
 
 
 def plugin_settings(kubeconfig: str | None = None) -> dict[str, str]:
@@ -85,10 +89,10 @@ def _systemd_install() -> None:
         files.file(name=f"Remove old wheel {name}", path=f"{WHEELS}/{name}", present=False)
     changes = list(uploads)
     if not _venv_exists():
-        changes.append(server.shell(name="numa-align venv", commands=[f"python3 -m venv {VENV}"]))
+        changes.append(server.shell(name="numa-align venv (without pip)", commands=[venv_command(VENV)]))
     install = server.shell(
         name="Install numa-align from the uploaded wheels (no index)",
-        commands=[f"{VENV}/bin/pip install --no-index --find-links {WHEELS} --force-reinstall -q numa-align"],
+        commands=[install_command(VENV, WHEELS, _pip_wheel())],
         _if=any_changed(*changes),
     )
     files.link(name="numa-align on PATH (for `numa-align inspect`)", path=LINK,
@@ -120,7 +124,35 @@ def _remote_wheels() -> list[str]:
 
 
 def _venv_exists() -> bool:
-    return bool(host.get_fact(Command, f"test -x {VENV}/bin/pip && echo yes || true"))
+    return bool(host.get_fact(Command, f"test -x {VENV}/bin/python && echo yes || true"))
+
+
+def venv_command(venv: str) -> str:
+    return f"python3 -m venv --without-pip {venv}"
+
+
+def install_command(venv: str, wheels: str, pip_wheel: str) -> str:
+    """The node's pip, run from its wheel by the venv's Python (so it installs there), offline."""
+    return f"{venv}/bin/python {pip_wheel}/pip install --no-index --find-links {wheels} --force-reinstall -q numa-align"
+
+
+def pip_wheel(listing: str | None, host_name: str) -> str:
+    """The newest pip wheel `ls PIP_WHEELS/pip-*.whl` listed; an error naming the package when there is none."""
+    found = sorted((line.strip() for line in (listing or "").splitlines() if line.strip().endswith(".whl")),
+                   key=_wheel_version)
+    if not found:
+        raise DeployError(f"{host_name}: no pip wheel in {PIP_WHEELS} (Debian's python3-pip-whl, which python3-venv "
+                          "depends on): numa-align's venv is installed with it")
+    return found[-1]
+
+
+def _wheel_version(path: str) -> tuple[int, ...]:
+    version = PurePosixPath(path).name.split("-")[1]
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def _pip_wheel() -> str:
+    return pip_wheel(host.get_fact(Command, f"ls {PIP_WHEELS}/pip-*.whl 2>/dev/null || true"), host.name)
 
 
 def _remove_systemd_install() -> None:
