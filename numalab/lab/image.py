@@ -154,6 +154,7 @@ def _build(recipe: Recipe, target: Path, mirror: str) -> None:
 
         run("debootstrap", "--variant=minbase", f"--include={packages}", recipe.suite, str(rootfs), mirror)
         _configure_rootfs(rootfs, recipe)
+        run("chroot", str(rootfs), "update-ca-certificates", "--fresh")  # the recipe's ca-certificates.conf
         for argv in _systemctl_offline(rootfs, recipe):
             run(*argv)
         run("chroot", str(rootfs), "update-initramfs", "-u", "-k", "all")

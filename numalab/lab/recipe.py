@@ -95,6 +95,11 @@ ROOTFS_FILES = {
     "etc/systemd/system/ssh.service.d/numalab.conf": (ROOTFS_TEMPLATES / "ssh-numalab.conf").read_text(),
     "etc/systemd/system/numalab-firstboot.service": (ROOTFS_TEMPLATES / "numalab-firstboot.service").read_text(),
     "usr/local/sbin/numalab-firstboot": (ROOTFS_TEMPLATES / "numalab-firstboot").read_text(),
+    # The guests reach nothing outside the lab (an isolated network), so their trust store holds no public CA,
+    # only what the pki stage adds (the cluster CA): update-ca-certificates then handles one certificate, not
+    # Debian's 146, one sed and readlink each (109 s of a lab deploy under software emulation). A comment
+    # line, not an empty file: an empty one makes every run a --fresh one. The build runs it --fresh once.
+    "etc/ca-certificates.conf": "# numa-lab: no public CAs in the lab's isolated guests (numalab/lab/recipe.py)\n",
     # Software emulation oopsed a guest patching a static key: keep the CFS bandwidth key on (see the unit).
     "etc/systemd/system/numalab-cfs-key.service": (ROOTFS_TEMPLATES / "numalab-cfs-key.service").read_text(),
 }

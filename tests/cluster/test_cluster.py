@@ -248,6 +248,12 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                     "topology single-numa-node/pod") in output
         assert (state / "kubeconfig").stat().st_mode & 0o777 == 0o600
         assert ssh(state, "worker-1", "/usr/local/bin/kubelet --version").stdout.strip() == "Kubernetes v1.36.3"
+        # The lab image trusts the cluster CA alone (numalab/lab/recipe.py), and numa-align's venv has no pip.
+        bundle = ssh(state, "worker-1", "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt")
+        assert bundle.stdout.strip() == "1", bundle.stdout + bundle.stderr
+        venv = ssh(state, "worker-1",
+                   "test -x /opt/numa-align/venv/bin/numa-align && test ! -e /opt/numa-align/venv/bin/pip")
+        assert venv.returncode == 0, venv.stderr
         with step("worker-3 checks and preflight"):
             check_real_server_worker(state, env, inventory)
             check_top(state, env, tmp_path / "top.html")
