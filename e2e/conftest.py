@@ -143,8 +143,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     cluster = session.config.stash.get(_CLUSTER_KEY, None)
     if cluster is not None and not cluster.delete_namespace():
         print(f"\ne2e: namespace {cluster.namespace} is still terminating; delete it by hand if it stays")
-    if outages.summary():
-        print(f"\ne2e: {outages.summary()}")
+    if summary := outages.summary():
+        print(f"\ne2e: {summary}")
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

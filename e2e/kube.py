@@ -62,7 +62,7 @@ def connect(kubeconfig: Path) -> client.ApiClient:
             f"API server {api.configuration.host} (kubeconfig {kubeconfig}) refused: {exc.status} {exc.reason}"
         ) from None
     # Reached once: from here a refused connection is an API server restarting, which the cases ride out
-    # (and the run reports, outages.summary()) instead of failing every case that follows.
+    # (and the run reports, api_outages.record) instead of failing every case that follows.
     configuration.retries = OutageRetry()
     return client.ApiClient(configuration)
 
@@ -144,8 +144,11 @@ class Cluster:
 
     def running_pods(self, nodes: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
         """(namespace, name) of every pod the API shows Running on each node, all namespaces."""
-        return {node: [(pod.metadata.namespace, pod.metadata.name) for pod in self.core.list_pod_for_all_namespaces(
-                    field_selector=f"spec.nodeName={node},status.phase=Running").items] for node in nodes}
+        found: dict[str, list[tuple[str, str]]] = {node: [] for node in nodes}
+        for pod in self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items:
+            if pod.spec.node_name in found:  # one list for every node: the case polls this every 2 s
+                found[pod.spec.node_name].append((pod.metadata.namespace, pod.metadata.name))
+        return found
 
     def pods_labelled(self, selector: str) -> list[dict[str, Any]]:
         """The namespace's pods matching a label selector, as dicts."""

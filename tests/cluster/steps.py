@@ -42,7 +42,7 @@ def note_rows(pytest_output: str, case_prefix: str) -> None:
 
 
 def note_outages(pytest_output: str) -> None:
-    """Keep the e2e run's line on API server outages it waited out (kube.Outages.summary), if it had any."""
+    """Keep the e2e run's line on API server outages it waited out (e2e/api_outages.py), if it had any."""
     NOTES.extend(line.strip() for line in pytest_output.splitlines() if line.startswith("e2e: the API server "))
 
 

@@ -129,3 +129,22 @@ def test_connect_keeps_one_attempt_for_the_first_contact_then_waits_out_outages(
     with pytest.raises(kube.ClusterUnreachable, match=f"no API server answers at http://127.0.0.1:{port}"):
         kube.connect(kubeconfig)
     assert time.monotonic() - started < 5
+
+
+def test_running_pods_come_from_one_list_grouped_by_node() -> None:
+    from types import SimpleNamespace as NS
+
+    asked = []
+
+    class Core:
+        def list_pod_for_all_namespaces(self, field_selector):
+            asked.append(field_selector)
+            pod = lambda ns, name, node: NS(metadata=NS(namespace=ns, name=name), spec=NS(node_name=node))  # noqa: E731
+            return NS(items=[pod("kube-system", "coredns-1", "worker-3"), pod("e2e", "p-1", "worker-1"),
+                             pod("e2e", "p-9", "server")])
+
+    cluster = kube.Cluster.__new__(kube.Cluster)
+    cluster.core = Core()
+    assert cluster.running_pods(["worker-1", "worker-3"]) == {"worker-1": [("e2e", "p-1")],
+                                                              "worker-3": [("kube-system", "coredns-1")]}
+    assert asked == ["status.phase=Running"]
