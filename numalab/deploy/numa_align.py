@@ -132,8 +132,11 @@ def venv_command(venv: str) -> str:
 
 
 def install_command(venv: str, wheels: str, pip_wheel: str) -> str:
-    """The node's pip, run from its wheel by the venv's Python (so it installs there), offline."""
-    return f"{venv}/bin/python {pip_wheel}/pip install --no-index --find-links {wheels} --force-reinstall -q numa-align"
+    """The node's pip, run from its wheel by the venv's Python (so it installs there), offline. No bytecode
+    at install: pip would compile every module of grpcio and protobuf (8 of the install's 31 s under software
+    emulation); numa-align's first start compiles, once, the few it imports."""
+    return (f"{venv}/bin/python {pip_wheel}/pip install --no-index --find-links {wheels} --force-reinstall "
+            f"--no-compile -q numa-align")
 
 
 def pip_wheel(listing: str | None, host_name: str) -> str:
