@@ -1,4 +1,5 @@
-"""Controller-side file helpers every package shares: a cross-process lock, and private files written atomically.
+"""Controller-side file helpers every package shares: a cross-process lock, private files written atomically,
+and a file's digest.
 
 One module, so the lab, the PKI, the k8s cache and the RKE2 token lock and write the same way.
 
@@ -13,6 +14,8 @@ or the new file.
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import os
 import secrets
 import time
@@ -60,3 +63,19 @@ def write_private(path: Path, data: bytes) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    with path.open("rb") as stream:
+        return hashlib.file_digest(stream, algorithm).hexdigest()
+
+
+def sha256_of_file(path: str | Path) -> str:
+    """file_digest, asked once per file content: a deploy plans the same binary on every host."""
+    stat = Path(path).stat()
+    return _sha256_of(str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, inode: int, size: int, mtime_ns: int) -> str:
+    return file_digest(Path(path))

@@ -11,7 +11,7 @@ from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import context, controller
-from numalab.deploy.operations import secret_file
+from numalab.deploy.operations import secret_file, stamped_file
 from numalab.deploy.routes import pod_routes
 from numalab.deploy.waiting import https_ok, wait_until
 from numalab.model import components
@@ -25,11 +25,9 @@ COMPONENT_KUBECONFIGS = ("controller-manager.conf", "scheduler.conf")
 
 
 def put_binary(name: str):  # noqa: ANN201 - an OperationMeta
-    """One Kubernetes binary into /usr/local/bin (compared by checksum: a second run uploads nothing)."""
-    return files.put(
-        name=f"{name} binary", src=str(controller.binaries(host).path(name)),
-        dest=f"{components.BIN_DIR}/{name}", mode="755",
-    )
+    """One Kubernetes binary into /usr/local/bin (compared by its stamp: a second run uploads nothing)."""
+    return stamped_file(name=f"{name} binary", src=str(controller.binaries(host).path(name)),
+                        dest=f"{components.BIN_DIR}/{name}", mode="755")
 
 
 def put_unit(component: components.Component):  # noqa: ANN201 - an OperationMeta

@@ -36,3 +36,21 @@ class TextFile(FactBase[str]):
 
     def process(self, output: list[str]) -> str:
         return "\n".join(output)
+
+
+class StampedFile(FactBase[dict]):
+    """A file's inode, size, mtime (ns) and mode, and the stamp numa-lab wrote when it put the file there
+    (`stamped_file`): {"file": [inode, size, mtime, mode] or None, "stamp": [sha256, inode, size, mtime] or None}.
+
+    .. code:: python
+
+        {"file": ["1234", "83886080", "1795620000.123456789", "755"], "stamp": ["ab12...", "1234", ...]}
+    """
+
+    def command(self, path: str, stamp: str) -> str:
+        return (f"echo \"file $(stat -c '%i %s %.9Y %a' {shlex.quote(path)} 2>/dev/null)\"; "
+                f"echo \"stamp $(cat {shlex.quote(stamp)} 2>/dev/null)\"")
+
+    def process(self, output: list[str]) -> dict:
+        seen = {line.split(" ", 1)[0]: line.split()[1:] for line in output if line.strip()}
+        return {"file": seen.get("file") or None, "stamp": seen.get("stamp") or None}

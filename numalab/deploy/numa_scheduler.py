@@ -29,7 +29,7 @@ from pyinfra.operations.util import any_changed
 
 from numalab.deploy import api, context, controller, manifests
 from numalab.deploy.control_plane import put_unit
-from numalab.deploy.operations import secret_file
+from numalab.deploy.operations import secret_file, stamped_file
 from numalab.deploy.waiting import wait_until
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.scheduler import scheduler_binary
@@ -99,7 +99,7 @@ def numa_scheduler() -> None:
         python.call(name=f"Apply {model.NAME}'s rights (kube-scheduler's roles, NRT reads, its Lease)",
                     function=manifests.apply, kubeconfig=kubeconfig, text=text)
     changed = [
-        files.put(name=f"{model.NAME} binary", src=str(_binary()), dest=model.binary_path(), mode="755"),
+        stamped_file(name=f"{model.NAME} binary", src=str(_binary()), dest=model.binary_path(), mode="755"),
         secret_file(name=f"{model.NAME} kubeconfig", content=controller.pki(host).read(f"{model.NAME}.conf"),
                     dest=kubeconfig_path(model.NAME)),
         files.put(name=f"{model.NAME} KubeSchedulerConfiguration (profile {model.SCHEDULER_NAME})",

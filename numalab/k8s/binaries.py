@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from numalab.files import file_digest
 from numalab.k8s.building import go_build
-from numalab.k8s.cache import BIN_DIR, NotCached, cached_entry, file_digest, read_sums
+from numalab.k8s.cache import BIN_DIR, NotCached, cached_entry, read_sums
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.source import SourceError, go_version, parse_version
 from numalab.k8s.tarball import check_sha512, extract_server_binaries

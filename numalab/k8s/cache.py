@@ -12,7 +12,6 @@ other builds (numalab/k8s/coredns.py) name their own set and share the root, the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from numalab.files import file_lock
+from numalab.files import file_digest, file_lock
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.versions import BINARIES
 from numalab.lab.spec import settings_from_env
@@ -44,11 +43,6 @@ def default_cache_root(environ: Mapping[str, str] | None = None) -> Path:
     """<image dir>/k8s: beside the lab's base images (NUMALAB_IMAGE_DIR, default ~/.local/share/numa-lab/images)."""
     settings = settings_from_env(os.environ if environ is None else environ)
     return settings.image_dir.expanduser() / "k8s"
-
-
-def file_digest(path: Path, algorithm: str = "sha256") -> str:
-    with path.open("rb") as stream:
-        return hashlib.file_digest(stream, algorithm).hexdigest()
 
 
 def read_sums(entry: Path) -> dict[str, str]:

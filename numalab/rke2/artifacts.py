@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from numalab.k8s.cache import file_digest
+from numalab.files import file_digest
 from numalab.model.errors import ValidationError
 from numalab.model.rke2_install import IMAGES, SUMS, TARBALL, expected_sum, parse_sums
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from numalab.files import file_digest
 from numalab.k8s import scheduler
 from numalab.k8s.building import build_date, version_ldflags
-from numalab.k8s.cache import file_digest
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.scheduler import (
     BINARY,

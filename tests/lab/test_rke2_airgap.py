@@ -31,7 +31,7 @@ from numa_align.sysfs import DUMP_COMMAND, SysfsDump, read_host
 
 from numalab.deploy.rke2.config import kubelet_args_text
 from numalab.deploy.rke2.install import verify_command
-from numalab.k8s.cache import file_digest
+from numalab.files import file_digest
 from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.kubelet_state import MEMORY_MANAGER_STATE
 from numalab.sysfs import topology_from_host
