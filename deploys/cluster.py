@@ -4,7 +4,8 @@ Hosts that run pods are judged first (`preflight`: a host the kubelet would refu
 anything is changed). Every host gets `base`. When the inventory declares a cluster (groups `registry`, `rke2_servers`,
 `rke2_agents`), the stages follow in order; each reads facts first, so a second run changes nothing.
 Every host passes each barrier, so a stage starts only when the one before it is done on all hosts.
-The nodes the cluster already has run their node stage one after another (numalab.deploy.policy_reset).
+The nodes the cluster already has that reset a manager policy run their node stage one after another, the
+others at once (numalab.deploy.policy_reset).
 The distribution (`k8s_distribution`, env NUMALAB_DISTRIBUTION for the lab) decides who runs the
 control plane and kubelets: `upstream` runs the binaries numa-lab builds or is given (and kube-proxy and
 CoreDNS for Services and cluster DNS); `rke2` installs
@@ -29,10 +30,12 @@ from numalab.deploy import (
     topology_api,
     verify,
 )
+from numalab.deploy.node import planned_reset as planned_node_reset
 from numalab.deploy.operations import stage_barrier
 from numalab.deploy.policy_reset import one_node_at_a_time
 from numalab.deploy.preflight import preflight_stage
 from numalab.deploy.rke2 import rke2_config, rke2_install, rke2_service
+from numalab.deploy.rke2.config import planned_reset as planned_rke2_reset
 
 roles = context.role_of(host)
 if roles and context.runs_pods(host):
@@ -63,8 +66,12 @@ def node_stage() -> None:
         rke2_service(rke2_config(), installed)
 
 
+def node_reset() -> list[str]:
+    return planned_node_reset() if distribution == "upstream" else planned_rke2_reset()
+
+
 if roles and context.runs_pods(host):
-    one_node_at_a_time(node_stage)  # nodes already in the cluster in turn: a policy reset drains one at a time
+    one_node_at_a_time(node_stage, node_reset())  # nodes that reset in turn: each drains while the others run
 if "rke2_servers" in roles:
     topology_api(distribution)  # the NodeResourceTopology CRD and numa-align's rights, before it publishes
 stage_barrier(before="numa-align")

@@ -42,6 +42,12 @@ def sandbox_image(registry: str | None) -> str:
     return f"{registry}/{pause.name}"
 
 
+def planned_reset() -> list[str]:
+    """The state files this host's node stage will remove for a policy change (none: it needs no turn)."""
+    config_text = kubelet_config_text(context.cluster_of(host), node_policy())
+    return policy_reset.plan(host.get_fact(TextFile, path=KUBELET_CONFIG), config_text)
+
+
 @deploy("node")
 def node() -> None:
     """containerd, CNI and routes, the kubelet with the computed policy; waits until the node is Ready."""
@@ -51,8 +57,7 @@ def node() -> None:
     kubeconfig = context.state_dir(host) / "kubeconfig"
 
     config_text = kubelet_config_text(cluster, node_policy())
-    previous = host.get_fact(TextFile, path=KUBELET_CONFIG)
-    reset = policy_reset.plan(previous, config_text)
+    reset = policy_reset.plan(host.get_fact(TextFile, path=KUBELET_CONFIG), config_text)
 
     registry = cluster.registry_endpoint
     containerd_files = [

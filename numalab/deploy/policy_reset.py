@@ -7,9 +7,10 @@ nothing, except to finish a reset a failed run left (the node still marked: unco
 config forms are compared: a KubeletConfiguration (upstream) and RKE2's config.yaml.d drop-in with its
 `kubelet-arg` list.
 
-One node at a time: `one_node_at_a_time` runs the node stage of the nodes the cluster already has in turn,
-each after the one before it finished on its host (Ready, uncordoned); the mark keeps any other run from
-starting a second reset meanwhile (numalab.deploy.draining).
+One node at a time: `one_node_at_a_time` runs the node stage of the nodes the cluster already has that plan
+a reset in turn, each after the one before it finished on its host (Ready, uncordoned); the mark keeps any
+other run from starting a second reset meanwhile (numalab.deploy.draining). A node that plans none drains
+nothing, and goes at once: a run that resets no node does not walk the nodes one by one.
 """
 
 from __future__ import annotations
@@ -68,20 +69,22 @@ def after_ready(stale: list[str], kubeconfig: Path, name: str) -> None:
                     kubeconfig=kubeconfig, node=name)
 
 
-def one_node_at_a_time(stage: Callable[[], object]) -> None:
-    """Run the node `stage` on this host in its turn (call it from the same line on every host that runs
-    pods). A node the cluster does not have yet has no pods to protect and goes at once."""
+def one_node_at_a_time(stage: Callable[[], object], reset: Sequence[str]) -> None:
+    """Run the node `stage` on this host in its turn when it plans a `reset` (the state files it will remove),
+    at once otherwise; call it from the same line on every host that runs pods. A node the cluster does
+    not have yet has no pods to protect and goes at once too."""
     name = context.node_name(host)
     joined = api.read_node(context.state_dir(host) / "kubeconfig", name) is not None
-    take_turns(host, context.cluster_of(host).node_names, name, joined, stage)
+    take_turns(host, context.cluster_of(host).node_names, name, joined and bool(reset), stage)
 
 
-def take_turns(on: Host, order: Sequence[str], name: str, joined: bool, stage: Callable[[], object]) -> None:
-    """Every host walks `order`, passing a barrier per turn; a joined node runs `stage` in its own turn, so
-    pyinfra (which runs each operation on all hosts before the next) finishes it before the next turn."""
-    if not joined:
+def take_turns(on: Host, order: Sequence[str], name: str, in_turn: bool, stage: Callable[[], object]) -> None:
+    """Every host walks `order`, passing a barrier per turn; a node `in_turn` runs `stage` in its own turn, so
+    pyinfra (which runs each operation on all hosts before the next) finishes it before the next turn; the
+    others run it before the first turn, all at once."""
+    if not in_turn:
         stage()
     for turn in on.loop(order):
-        if joined and turn == name:
+        if in_turn and turn == name:
             stage()
         stage_barrier(before=f"the node after {turn}")

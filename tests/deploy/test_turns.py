@@ -4,6 +4,8 @@ CLI orders them, run in pyinfra's default mode (each operation on every host at 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
 
 import gevent
 import pyinfra
@@ -15,6 +17,7 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra.operations import python
 
+from numalab.deploy import policy_reset
 from numalab.deploy.policy_reset import take_turns
 
 NODES = ("worker-1", "worker-2", "worker-3")
@@ -71,6 +74,20 @@ def test_nodes_in_the_cluster_take_turns(monkeypatch) -> None:
 def test_nodes_new_to_the_cluster_go_at_once_and_before_the_turns(monkeypatch) -> None:
     joined = {"worker-2"}
     events = run(monkeypatch, lambda host, name, stage: take_turns(host, NODES, name, name in joined, stage))
+    assert sorted(events[:4]) == [("end", "worker-1"), ("end", "worker-3"), ("start", "worker-1"),
+                                  ("start", "worker-3")]
+    assert events[4:] == [("start", "worker-2"), ("end", "worker-2")]
+
+
+def test_joined_nodes_that_plan_no_reset_go_at_once_and_the_resetting_one_in_its_turn(monkeypatch) -> None:
+    """A run that changes worker-2's manager policy: worker-1 and worker-3 (same policy: no drain) do not wait
+    for its turn, so a run without a reset anywhere does not walk the nodes one by one."""
+    monkeypatch.setattr(policy_reset.context, "node_name", lambda host: host.name.removeprefix("@fake/"))
+    monkeypatch.setattr(policy_reset.context, "state_dir", lambda host: Path("/nonexistent"))
+    monkeypatch.setattr(policy_reset.context, "cluster_of", lambda host: SimpleNamespace(node_names=NODES))
+    monkeypatch.setattr(policy_reset.api, "read_node", lambda kubeconfig, name: object())  # every node joined
+    stale = {"worker-2": ["/var/lib/kubelet/memory_manager_state"]}
+    events = run(monkeypatch, lambda host, name, stage: policy_reset.one_node_at_a_time(stage, stale.get(name, [])))
     assert sorted(events[:4]) == [("end", "worker-1"), ("end", "worker-3"), ("start", "worker-1"),
                                   ("start", "worker-3")]
     assert events[4:] == [("start", "worker-2"), ("end", "worker-2")]

@@ -79,6 +79,11 @@ def kubelet_args_text(policy: KubeletPolicy) -> str:
     return render("rke2/kubelet-args.yaml.j2", kubelet_args=list(policy.args), summary=summary)
 
 
+def planned_reset() -> list[str]:
+    """The state files this node's rke2_config will remove for a policy change (none: it needs no turn)."""
+    return policy_reset.plan(host.get_fact(TextFile, path=DROPIN), kubelet_args_text(node_policy()))
+
+
 @deploy("rke2_config")
 def rke2_config() -> Rke2Files:
     """Write the three files; returns what changed for the service stage."""
@@ -95,7 +100,7 @@ def rke2_config() -> Rke2Files:
     stale: list[str] = []
     if runs_pods:
         new = kubelet_args_text(node_policy())
-        stale = policy_reset.plan(host.get_fact(TextFile, path=DROPIN), new)
+        stale = policy_reset.plan(host.get_fact(TextFile, path=DROPIN), new)  # as planned_reset()
         policy_reset.before_config(stale, kubeconfig(), context.node_name(host), service=service)
         changed.append(files.put(name="Kubelet policy drop-in (kubelet-arg+, computed from this node's topology)",
                                  src=StringIO(new), dest=DROPIN, mode="644"))
