@@ -57,21 +57,18 @@ if "rke2_servers" in roles:
 stage_barrier(before="nodes")
 
 
-def node_stage() -> None:
+def node_stage(reset: list[str]) -> None:
     if distribution == "upstream":
-        node()
+        node(reset)
         kube_proxy()
     elif "rke2_agents" in roles:
         installed = rke2_install()
-        rke2_service(rke2_config(), installed)
-
-
-def node_reset() -> list[str]:
-    return planned_node_reset() if distribution == "upstream" else planned_rke2_reset()
+        rke2_service(rke2_config(reset), installed)
 
 
 if roles and context.runs_pods(host):
-    one_node_at_a_time(node_stage, node_reset())  # nodes that reset in turn: each drains while the others run
+    reset = planned_node_reset() if distribution == "upstream" else planned_rke2_reset()
+    one_node_at_a_time(lambda: node_stage(reset), reset)  # nodes that reset in turn, each drained alone
 if "rke2_servers" in roles:
     topology_api(distribution)  # the NodeResourceTopology CRD and numa-align's rights, before it publishes
 stage_barrier(before="numa-align")

@@ -49,15 +49,15 @@ def planned_reset() -> list[str]:
 
 
 @deploy("node")
-def node() -> None:
-    """containerd, CNI and routes, the kubelet with the computed policy; waits until the node is Ready."""
+def node(reset: list[str]) -> None:
+    """containerd, CNI and routes, the kubelet with the computed policy; waits until the node is Ready.
+    `reset`: the state files planned_reset() found stale, planned once for the turns and for this stage."""
     cluster = context.cluster_of(host)
     name = context.node_name(host)
     pki = controller.pki(host)
     kubeconfig = context.state_dir(host) / "kubeconfig"
 
     config_text = kubelet_config_text(cluster, node_policy())
-    reset = policy_reset.plan(host.get_fact(TextFile, path=KUBELET_CONFIG), config_text)
 
     registry = cluster.registry_endpoint
     containerd_files = [

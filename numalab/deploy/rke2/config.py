@@ -85,8 +85,9 @@ def planned_reset() -> list[str]:
 
 
 @deploy("rke2_config")
-def rke2_config() -> Rke2Files:
-    """Write the three files; returns what changed for the service stage."""
+def rke2_config(reset: list[str] | None = None) -> Rke2Files:
+    """Write the three files; returns what changed for the service stage. `reset`: the state files
+    planned_reset() found stale, when the node's turn was planned on them; planned here otherwise."""
     service = service_of(context.role_of(host))
     runs_pods = context.runs_pods(host)
     if runs_pods:
@@ -100,7 +101,7 @@ def rke2_config() -> Rke2Files:
     stale: list[str] = []
     if runs_pods:
         new = kubelet_args_text(node_policy())
-        stale = policy_reset.plan(host.get_fact(TextFile, path=DROPIN), new)  # as planned_reset()
+        stale = policy_reset.plan(host.get_fact(TextFile, path=DROPIN), new) if reset is None else reset
         policy_reset.before_config(stale, kubeconfig(), context.node_name(host), service=service)
         changed.append(files.put(name="Kubelet policy drop-in (kubelet-arg+, computed from this node's topology)",
                                  src=StringIO(new), dest=DROPIN, mode="644"))
