@@ -1,21 +1,27 @@
 """Case 5: after the agent (and so the kubelet) restarts, numa-align/numa-N is allocatable again
 within 60 s and a new pinned pod succeeds.
 
-"Again" means after numa-align registered with the new kubelet (its numa_align_registrations_total, read on
-the node, grew by one per resource) and a node status posted after that shows the devices: the status the
-new kubelet posts first can still carry the old counts while the device manager, restored from its
-checkpoint, holds the devices unhealthy; a pod admitted then is rejected ("no healthy devices present")."""
+"Again" means three things seen after the restart: numa-align registered with the new kubelet (its
+numa_align_registrations_total, read on the node, grew by one per resource); the kubelet's device manager
+holds the devices healthy (PodResources GetAllocatableResources, through `numa-align inspect`: the kubelet
+fills it only from the plugin's ListAndWatch answers, and admits a pod only against it, else "no healthy
+devices present"); and the new kubelet posted a Ready status that shows the devices. The Node's status is
+not enough alone: the new kubelet's first status can carry the old counts, and once the counts are back to
+what they were before the restart the kubelet posts no new status for minutes (nothing changed).
+"""
 
 from __future__ import annotations
 
+import json
 import time
-from typing import NoReturn
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 from kube import PodTrouble
 from probe_pods import pinned_pod
 from results import describe_failures
 
-from numalab.placement import judge_pinned, numa_align_allocatable, ready_since
+from numalab.placement import judge_pinned, numa_align_allocatable, numa_align_node, ready_since
 
 BACK_WITHIN = 60.0
 """Seconds from the restart until every numa-align/numa-N of the worker is allocatable again."""
@@ -36,6 +42,20 @@ def registrations(metrics_text: str) -> int | None:
 def read_registrations(host) -> int | None:
     seen = host.run(METRICS)
     return registrations(seen.stdout) if seen.rc == 0 else None
+
+
+def kubelet_devices(report: Mapping[str, Any]) -> dict[int, int]:
+    """{node: count} of the numa-align/numa-N devices the kubelet holds healthy, from `numa-align inspect`'s
+    JSON report (its allocatable devices: PodResources GetAllocatableResources)."""
+    devices = (report.get("allocatable") or {}).get("devices") or {}
+    return {node: int(entry["count"]) for name, entry in devices.items()
+            if (node := numa_align_node(name)) is not None}
+
+
+def read_kubelet_devices(host, inspect_command: str) -> dict[int, int]:
+    """kubelet_devices() on the node; empty while the kubelet's pod-resources socket does not answer."""
+    seen = host.run(f"{inspect_command} --format json")
+    return kubelet_devices(json.loads(seen.stdout)) if seen.rc == 0 else {}
 
 
 def agent_service(host, asked: str) -> str:
@@ -66,22 +86,24 @@ def test_numa_align_survives_a_kubelet_restart(cluster, workers, hosts, settings
     if restart.rc != 0:
         fail(f"systemctl restart {service} exited {restart.rc}: {restart.stderr.strip()}")
     counts: dict[int, int] = {}
-    registered_at: int | None = None  # node clock once numa-align registered with the new kubelet
+    held: dict[int, int] = {}  # devices the new kubelet holds healthy
+    registered = False
     while True:
-        if registered_at is None and (read_registrations(host) or 0) >= before + len(nodes):
-            registered_at = int(host.check_output("date +%s"))
+        registered = registered or (read_registrations(host) or 0) >= before + len(nodes)
+        if registered:
+            held = read_kubelet_devices(host, settings.inspect_command)
         seen = cluster.node(worker)
         counts = numa_align_allocatable(seen["status"].get("allocatable") or {})
-        back = (registered_at is not None and ready_since(seen, max(node_clock, registered_at))
-                and all(counts.get(n, 0) > 0 for n in nodes))
+        back = (registered and ready_since(seen, node_clock)
+                and all(counts.get(n, 0) > 0 and held.get(n, 0) > 0 for n in nodes))
         elapsed = time.monotonic() - started
         if back or elapsed > BACK_WITHIN:
             break
         time.sleep(1.0)
-    shown = ", ".join(f"numa-{n}={counts.get(n, 0)}" for n in nodes)
+    shown = ", ".join(f"numa-{n}={counts.get(n, 0)} (kubelet holds {held.get(n, 0)})" for n in nodes)
     if not back:
-        registered = "registered again" if registered_at is not None else "not registered again"
-        fail(f"not allocatable {BACK_WITHIN:.0f}s after the restart ({registered}): {shown}")
+        again = "registered again" if registered else "not registered again"
+        fail(f"not allocatable {BACK_WITHIN:.0f}s after the restart ({again}): {shown}")
     for n in nodes:
         results.add(worker, n, "restart", True, detail=f"allocatable again after {elapsed:.1f}s ({shown})")
 

@@ -17,3 +17,15 @@ def test_registrations_are_read_from_numa_aligns_metrics_text() -> None:
             "numa_align_registrations_created 1.7e9\n")
     assert restart_case.registrations(text) == 4
     assert restart_case.registrations('numa_align_devices{resource="x"} 1.0\n') is None
+
+
+def test_the_devices_the_kubelet_holds_are_read_from_numa_align_inspect() -> None:
+    report = {"pods": [], "allocatable": {"served": True, "devices": {
+        "numa-align/numa-0": {"count": 100, "numa": [0]},
+        "numa-align/numa-1": {"count": 99, "numa": [1]},
+        "example.com/gpu": {"count": 2, "numa": [0]},
+    }}}
+    assert restart_case.kubelet_devices(report) == {0: 100, 1: 99}
+    # the kubelet holds nothing yet (restored from its checkpoint, no ListAndWatch answer), or cannot say
+    assert restart_case.kubelet_devices({"pods": [], "allocatable": {"devices": {}}}) == {}
+    assert restart_case.kubelet_devices({"pods": [], "allocatable": {"served": False, "devices": {}}}) == {}
