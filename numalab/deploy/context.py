@@ -15,6 +15,8 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
 
+from numalab.deploy.facts import Virtualization
+from numalab.model import components
 from numalab.model.cluster import (
     DISTRIBUTIONS,
     NUMA_ALIGN_INSTALLS,
@@ -42,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "numa_metrics": None,  # Prometheus on the registry host scrapes numa-align (None: on in an upstream lab)
     "kubelet_allow_newer": False,  # apply the newest known kubelet's rules to a newer kubelet
     "rke2_registry_airgap": False,  # rke2: system-default-registry is the lab registry
+    "go_max_procs": None,  # GOMAXPROCS of the Go daemons numa-lab runs (None: 1 on a host emulated in software)
 }
 
 
@@ -49,6 +52,18 @@ def data(host: Host, key: str) -> Any:
     """A numa-lab host data key, or its default."""
     value = host.data.get(key)
     return DEFAULTS[key] if value is None else value
+
+
+@functools.lru_cache(maxsize=64)
+def go_environment(host: Host) -> dict[str, str]:
+    """The environment numa-lab's Go daemons on this host run with (GOMAXPROCS; see go_max_procs), asked of
+    the host once per run."""
+    setting = host.data.get("go_max_procs")
+    virtualization = host.get_fact(Virtualization) if setting is None else ""
+    try:
+        return components.go_environment(components.go_max_procs(setting, virtualization))
+    except ValidationError as exc:
+        raise DeployError(f"{host.name}: {exc}") from None
 
 
 def node_name(host: Host) -> str:

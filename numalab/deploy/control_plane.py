@@ -31,10 +31,10 @@ def put_binary(name: str):  # noqa: ANN201 - an OperationMeta
 
 
 def put_unit(component: components.Component):  # noqa: ANN201 - an OperationMeta
-    return files.put(
-        name=f"{component.name} unit", src=StringIO(render("k8s/component.service.j2", component=component)),
-        dest=f"/etc/systemd/system/{component.name}.service", mode="644",
-    )
+    """The component's systemd unit, with the host's Go environment (context.go_environment)."""
+    text = render("k8s/component.service.j2", component=component, environment=context.go_environment(host))
+    return files.put(name=f"{component.name} unit", src=StringIO(text),
+                     dest=f"/etc/systemd/system/{component.name}.service", mode="644")
 
 
 @deploy("control_plane")
@@ -60,7 +60,8 @@ def control_plane() -> None:
 
     etcd_config = files.put(
         name="etcd settings (one member on loopback)",
-        src=StringIO(render("k8s/etcd.default.j2", environment=components.etcd_environment(cluster))),
+        src=StringIO(render("k8s/etcd.default.j2", environment={**components.etcd_environment(cluster),
+                                                                   **context.go_environment(host)})),
         dest="/etc/default/etcd", mode="644",
     )
     systemd.service(name="etcd enabled and running", service="etcd", running=True, enabled=True)

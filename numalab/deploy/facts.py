@@ -54,3 +54,16 @@ class StampedFile(FactBase[dict]):
     def process(self, output: list[str]) -> dict:
         seen = {line.split(" ", 1)[0]: line.split()[1:] for line in output if line.strip()}
         return {"file": seen.get("file") or None, "stamp": seen.get("stamp") or None}
+
+
+class Virtualization(FactBase[str]):
+    """What `systemd-detect-virt --vm` says the host runs on: "none" on bare metal, "kvm" for a guest with
+    hardware virtualization, "qemu" for one emulated in software (TCG), "" when the tool is absent."""
+
+    default = str
+
+    def command(self) -> str:
+        return "systemd-detect-virt --vm 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else ""

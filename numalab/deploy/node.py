@@ -23,7 +23,7 @@ from numalab.deploy.routes import pod_routes
 from numalab.images.lab_images import PAUSE_REPOSITORY, lab_images
 from numalab.model import components
 from numalab.model.cluster import Cluster
-from numalab.model.components import KUBELET_CONFIG, KUBELET_PKI_DIR
+from numalab.model.components import CONTAINERD_DROPIN, KUBELET_CONFIG, KUBELET_PKI_DIR
 from numalab.model.kubelet import KubeletPolicy, kubelet_configuration
 from numalab.render import render
 
@@ -71,6 +71,15 @@ def node(reset: list[str]) -> None:
                   dest=f"{components.CONTAINERD_CERTS_DIR}/{registry}/hosts.toml", mode="644",
                   create_remote_dir=True),
     ]
+    go_environment = context.go_environment(host)
+    if go_environment:
+        dropin = files.put(name="containerd's Go environment", dest=CONTAINERD_DROPIN, mode="644",
+                           src=StringIO(render("k8s/go-environment.conf.j2", environment=go_environment)),
+                           create_remote_dir=True)
+    else:
+        dropin = files.file(name="No Go environment for containerd", path=CONTAINERD_DROPIN, present=False)
+    systemd.daemon_reload(name="Reload systemd for containerd", _if=any_changed(dropin))
+    containerd_files.append(dropin)
     systemd.service(name="containerd enabled and running", service="containerd", running=True, enabled=True)
     systemd.service(name="Restart containerd for its new config", service="containerd", restarted=True,
                     _if=any_changed(*containerd_files))

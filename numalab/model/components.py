@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from numalab.model.cluster import APISERVER_PORT, CLUSTER_DOMAIN, Cluster
+from numalab.model.errors import ValidationError
 
 BIN_DIR = "/usr/local/bin"
 K8S_DIR = "/etc/kubernetes"
@@ -21,6 +22,7 @@ KUBELET_PKI_DIR = f"{KUBELET_DIR}/pki"
 CNI_CONF = "/etc/cni/net.d/10-numalab.conflist"
 CNI_BIN_DIR = "/usr/lib/cni"
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CONTAINERD_DROPIN = "/etc/systemd/system/containerd.service.d/numa-lab.conf"  # Debian's unit, numa-lab's environment
 CONTAINERD_CERTS_DIR = "/etc/containerd/certs.d"
 CONTAINERD_SOCKET = "unix:///run/containerd/containerd.sock"
 CLUSTER_CA = "/usr/local/share/ca-certificates/numa-lab-ca.crt"
@@ -42,6 +44,27 @@ class Component:
     @property
     def binary(self) -> str:
         return f"{BIN_DIR}/{self.name}"
+
+
+EMULATED_GO_MAX_PROCS = 1
+"""GOMAXPROCS on a host emulated in software: with one P per vCPU an idle control plane kept 1.5 of the
+lab's 2 host cores busy waking Ps on vCPUs the host emulates (server 62 % of a core, 45-51 % with one P)."""
+
+
+def go_max_procs(setting: int | None, virtualization: str) -> int | None:
+    """The GOMAXPROCS numa-lab's Go daemons get (None: Go's default, one P per CPU). `setting` is the
+    `go_max_procs` host data (None: EMULATED_GO_MAX_PROCS when `virtualization` is "qemu", else Go's
+    default; 0: Go's default); `virtualization` as systemd-detect-virt says."""
+    if setting is None:
+        return EMULATED_GO_MAX_PROCS if virtualization == "qemu" else None
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
+        raise ValidationError("go_max_procs", f"{setting!r} is not a whole number of CPUs (0: Go's default)")
+    return setting or None
+
+
+def go_environment(max_procs: int | None) -> dict[str, str]:
+    """The environment that gives a Go daemon `max_procs` Ps; {} leaves Go's default."""
+    return {} if max_procs is None else {"GOMAXPROCS": str(max_procs)}
 
 
 def kubeconfig_path(user: str) -> str:

@@ -23,12 +23,15 @@ import re
 import subprocess
 import textwrap
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import libvirt
 import pytest
 import yaml
 from kubernetes import client, config
 
+from numalab.lab.spec import Lab
 from tests.cluster.guests import guest_history, ssh
 from tests.cluster.steps import note_deploy, note_durations, note_outages, note_rows, step
 from tests.cluster.timed_run import run_timed
@@ -196,6 +199,25 @@ def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) 
     assert "reserved-cpus=0-1" in shape["kubelet_args"]
 
 
+def check_go_environment(state: Path, lab: Lab) -> None:
+    """Go daemons run with one P where the guest is emulated in software (context.go_environment), as their
+    processes' environment shows; Go's default (no GOMAXPROCS) on a guest with hardware virtualization. The
+    guest's own word (systemd-detect-virt) must match how libvirt runs it (domain type qemu: TCG)."""
+    conn = libvirt.open(lab.settings.uri)
+    try:
+        types = {name: ET.fromstring(conn.lookupByName(lab.domain_name(lab.guest(name))).XMLDesc(0)).get("type")
+                 for name in ("server", "worker-1")}
+    finally:
+        conn.close()
+    for guest, daemons in (("server", ("kube-apiserver", "etcd")), ("worker-1", ("kubelet", "containerd"))):
+        emulated = ssh(state, guest, "systemd-detect-virt --vm || true").stdout.strip() == "qemu"
+        assert emulated == (types[guest] == "qemu"), (guest, types[guest])
+        for daemon in daemons:
+            environ = f"tr '\\0' '\\n' < /proc/$(pidof -s {daemon})/environ | grep '^GOMAXPROCS=' || true"
+            seen = ssh(state, guest, environ)
+            assert seen.stdout.strip() == ("GOMAXPROCS=1" if emulated else ""), (guest, daemon, seen.stdout)
+
+
 def check_numa_align(state: Path, install: str) -> None:
     """numa-align runs one way only on every worker: the unit or a DaemonSet pod, never both, nothing left of
     the other, its sockets beside the kubelet's, and its devices allocatable (it registered)."""
@@ -254,6 +276,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         venv = ssh(state, "worker-1",
                    "test -x /opt/numa-align/venv/bin/numa-align && test ! -e /opt/numa-align/venv/bin/pip")
         assert venv.returncode == 0, venv.stderr
+        check_go_environment(state, lab)
         with step("worker-3 checks and preflight"):
             check_real_server_worker(state, env, inventory)
             check_top(state, env, tmp_path / "top.html")

@@ -44,8 +44,9 @@ def unit(text: str) -> configparser.ConfigParser:
 
 def test_each_unit_runs_its_binary_with_every_arg(cluster: Cluster) -> None:
     for component in all_components(cluster):
-        text = render("k8s/component.service.j2", component=component)
+        text = render("k8s/component.service.j2", component=component, environment={})
         parsed = unit(text)
+        assert "Environment" not in parsed["Service"]
         # systemd joins lines that end in a backslash; an indented line without one would be a new key
         assert parsed["Service"]["ExecStart"].split(" \\\n") == [component.binary, *component.args]
         assert parsed["Unit"]["After"].split() == list(component.after)
