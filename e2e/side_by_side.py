@@ -163,12 +163,14 @@ def placement_problems(tally: Tally, expected_running: int) -> list[str]:
 
 
 def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: int, timeout: float = SETTLE_SECONDS,
-           stable: float = STABLE_SECONDS, every: float = 2.0) -> tuple[dict[str, tuple[str, str]], float]:
+           stable: float = STABLE_SECONDS, every: float = 2.0,
+           final: frozenset[str] = frozenset()) -> tuple[dict[str, tuple[str, str]], float]:
     """Poll the pods `read_all` gives (name -> pod) until at least `at_least` were seen, every one seen has an
     outcome and none changed for `stable` seconds (a Pending pod may still be bound when a cell frees up or the
     scheduler's cache resyncs). A pod seen once is kept even when it is gone (a rejected one a ReplicaSet
-    replaced). Undecided ones after `timeout` count as pending. Returns the outcomes and the seconds until the
-    last change."""
+    replaced). Once every outcome is in `final` (kinds that cannot change), nothing is left to wait for.
+    Undecided ones after `timeout` count as pending. Returns the outcomes and the seconds until the last
+    change."""
     start = time.monotonic()
     seen: dict[str, tuple[str | None, str]] = {}
     last_change = start
@@ -180,7 +182,8 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
             last_change = time.monotonic()
         now = time.monotonic()
         decided = len(seen) >= at_least and all(kind is not None for kind, _ in seen.values())
-        if (decided and now - last_change >= stable) or now - start >= timeout:
+        finished = decided and all(kind in final for kind, _ in seen.values())
+        if (decided and (finished or now - last_change >= stable)) or now - start >= timeout:
             return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s: {why}")
                      for name, (kind, why) in seen.items()}, last_change - start)
         time.sleep(every)
@@ -188,8 +191,10 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
 
 def wait_decided(read: Callable[[str], Mapping[str, Any]], names: list[str], timeout: float = SETTLE_SECONDS,
                  stable: float = STABLE_SECONDS, every: float = 2.0) -> tuple[dict[str, tuple[str, str]], float]:
-    """`settle` for a fixed set of pods, read one by one."""
-    return settle(lambda: {name: read(name) for name in names}, len(names), timeout, stable, every)
+    """`settle` for a fixed set of bare pods, read one by one: no controller replaces them, so a pod Running or
+    rejected (Failed) has its final outcome; only a Pending one may still change."""
+    return settle(lambda: {name: read(name) for name in names}, len(names), timeout, stable, every,
+                  final=frozenset({RUNNING, REJECTED}))
 
 
 def wait_fitting(read_all: Callable[[], list[Mapping[str, Any]]], cpus: int, expected: int,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 
 from tests.e2e_logic.conftest import load_e2e_module
 
@@ -67,6 +68,23 @@ def test_a_pod_bound_late_counts_only_once_the_picture_is_stable() -> None:
     states = itertools.repeat({"status": {"phase": "Pending"}})
     decided, _ = side_by_side.wait_decided(lambda name: next(states), ["a"], timeout=0.05, stable=0, every=0.01)
     assert decided == {"a": ("pending", "undecided after 0 s: Pending")}  # what it last was
+
+
+def test_bare_pods_all_running_or_rejected_need_no_stable_window() -> None:
+    """The default scheduler's side: its pods end Running or rejected, which no later poll can change."""
+    rejected = {"status": {"phase": "Failed", "reason": "TopologyAffinityError", "message": "x"}}
+    running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
+    polls = itertools.chain([{"status": {"phase": "Pending"}}], itertools.repeat(None))
+    pods = {"a": running, "b": rejected}
+    started = time.monotonic()
+    decided, _ = side_by_side.wait_decided(lambda name: next(polls) or pods[name], ["a", "b"], timeout=30,
+                                           stable=20.0, every=0.01)
+    assert decided == {"a": ("running", "w"), "b": ("rejected", "TopologyAffinityError: x")}
+    assert time.monotonic() - started < 10  # not the 20 s stable window: nothing was left to change
+    # a Deployment's pods are replaced by its ReplicaSet: settle() without `final` waits the window out
+    started = time.monotonic()
+    side_by_side.settle(lambda: {"a": running}, 1, timeout=30, stable=0.3, every=0.01)
+    assert time.monotonic() - started >= 0.3
 
 
 def test_the_deployment_is_the_same_contenders_under_one_selector() -> None:
