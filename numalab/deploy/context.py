@@ -8,8 +8,9 @@ host data; bare-metal hosts from `k8s_node_name` / `k8s_address`, else pyinfra's
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyinfra.api.exceptions import DeployError
 from pyinfra.api.host import Host
@@ -29,6 +30,7 @@ from numalab.model.errors import ValidationError
 from numalab.model.rke2_install import Rke2Install, rke2_install_from_data
 from numalab.progress import say
 
+T = TypeVar("T")
 CLUSTER_GROUPS = ("registry", "rke2_servers", "rke2_agents")
 DEFAULTS: dict[str, Any] = {
     "k8s_distribution": "auto",
@@ -54,12 +56,21 @@ def data(host: Host, key: str) -> Any:
     return DEFAULTS[key] if value is None else value
 
 
-@functools.lru_cache(maxsize=64)
+def once(host: Host, key: str, compute: Callable[[], T]) -> T:
+    """compute() once per host and run: what several stages read of a host while they are planned (before
+    any operation runs, so a second read could only repeat the first, at 2-3 s a fact on an emulated guest)."""
+    real = host._get_module() if hasattr(host, "_get_module") else host  # pyinfra's `host` is a context proxy
+    cache = real.__dict__.setdefault("_numalab_once", {})
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
 def go_environment(host: Host) -> dict[str, str]:
     """The environment numa-lab's Go daemons on this host run with (GOMAXPROCS; see go_max_procs), asked of
     the host once per run."""
     setting = host.data.get("go_max_procs")
-    virtualization = host.get_fact(Virtualization) if setting is None else ""
+    virtualization = once(host, "virtualization", lambda: host.get_fact(Virtualization)) if setting is None else ""
     try:
         return components.go_environment(components.go_max_procs(setting, virtualization))
     except ValidationError as exc:

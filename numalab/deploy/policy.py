@@ -26,7 +26,7 @@ CGROUP_VERSION_COMMAND = (
 def host_sysfs() -> HostTopology:
     """What numa-align's reader reads from this host's /sys; an unreadable file fails naming host and file."""
     try:
-        return read_host(host.get_fact(NumaSysfs))
+        return read_host(context.once(host, "sysfs", lambda: host.get_fact(NumaSysfs)))
     except SysfsError as exc:
         raise DeployError(f"{context.node_name(host)}: {exc}") from None
 
@@ -77,7 +77,7 @@ def kubelet_version() -> str:
 
 def cgroup_version() -> int | None:
     """2 on a unified hierarchy, 1 on a legacy one, None when /sys/fs/cgroup is not there."""
-    found = host.get_fact(Command, CGROUP_VERSION_COMMAND)
+    found = context.once(host, "cgroup", lambda: host.get_fact(Command, CGROUP_VERSION_COMMAND))
     return int(found) if found in ("1", "2") else None
 
 

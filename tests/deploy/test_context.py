@@ -117,3 +117,25 @@ def test_a_lab_left_on_auto_deploys_upstream() -> None:
     data = host_data(lab, lab.guests[0])
     assert data["k8s_distribution"] == "auto"
     assert chosen_distribution(FakeHost(data))[0] == "upstream"
+
+
+def test_once_computes_once_per_host_through_pyinfras_host_proxy() -> None:
+    """What several stages read while planned is read once per host (the sysfs dump: 6 reads per worker)."""
+    from pyinfra import host as proxy
+    from pyinfra.context import ctx_host
+
+    from numalab.deploy.context import once
+
+    first, second = FakeHost(name="@kvm/worker-1"), FakeHost(name="@kvm/worker-2")
+    calls: list[str] = []
+
+    def read(name: str) -> str:
+        calls.append(name)
+        return f"sysfs of {name}"
+
+    for _ in range(3):
+        for fake in (first, second):
+            with ctx_host.use(fake):
+                assert once(proxy, "sysfs", lambda: read(proxy.name)) == f"sysfs of {fake.name}"
+    assert calls == ["@kvm/worker-1", "@kvm/worker-2"]
+    assert once(first, "cgroup", lambda: "2") == "2"  # another key is computed on its own
