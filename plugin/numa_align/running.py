@@ -22,7 +22,7 @@ from numa_align.discovery import advertised
 from numa_align.metrics import Metrics
 from numa_align.registration import KUBELET_SOCKET, RegistrationError, register
 from numa_align.servicer import NodeDevicePlugin
-from numa_align.serving import BindError, Endpoint, file_identity
+from numa_align.serving import BindError, Endpoint, file_identity, stop_endpoints
 from numa_align.settings import Settings
 from numa_align.sysfs import HostTopology, NodeInfo, SysfsError, read_sysfs
 from numa_align.watching import DirectoryWatch
@@ -257,8 +257,8 @@ class Plugin:
                     log.warning("NUMA node %d is no longer online or has no online CPU", node_id)
 
     def _shutdown(self) -> None:
+        stop_endpoints(self._endpoints.values(), grace=1.0)
         for endpoint in self._endpoints.values():
-            endpoint.stop(grace=1.0)
             self.metrics.set_registered(endpoint.resource, False)
         if self._endpoints:
             log.info("stopped %d servers and removed their sockets", len(self._endpoints))

@@ -233,7 +233,10 @@ def check_numa_align(state: Path, install: str) -> None:
         if install == "systemd":
             assert unit == ["active", "unit-file", "venv"] and on_worker == [], (worker, unit, on_worker)
         else:
-            assert unit == ["inactive"] or unit == ["unknown"], (worker, unit)
+            # a unit that was stopped cleanly is inactive; failed means its stop failed or timed out
+            assert unit == ["inactive"] or unit == ["unknown"], (worker, unit, ssh(
+                state, worker, "systemctl show numa-align -p Result -p ExecMainStatus; "
+                               "journalctl -u numa-align -n 15 -o short-precise --no-pager").stdout)
             assert [pod.status.phase for pod in on_worker] == ["Running"], (worker, on_worker)
         # one socket per NUMA node with CPUs (worker-3's memory-only node 2 has none), each one plugin's
         assert sorted(sockets) == ["kubelet.sock", "kubelet_internal_checkpoint", "numa-0.sock", "numa-1.sock"], (

@@ -167,3 +167,31 @@ def test_serve_with_nrt_on_publishes_the_nodes_object_and_stops_on_sigterm(make_
     assert stored["metadata"]["ownerReferences"][0]["uid"] == uid
     available = {z["name"]: [r["available"] for r in z["resources"] if r["name"] == "cpu"] for z in stored["zones"]}
     assert available == {"node-0": ["2"], "node-2": ["0"]}
+
+
+class _Exited(Exception):
+    pass
+
+
+def test_serve_ends_the_process_without_finalizing_once_it_stopped(make_sysfs, socket_dir, monkeypatch):
+    """After a stop, serve leaves through os._exit: the interpreter's finalization with gRPC loaded cost an
+    emulated guest seconds under load, past systemd's stop timeout. Logs are flushed first."""
+    from numa_align import cli
+    from numa_align.running import Plugin
+
+    monkeypatch.setenv("NUMA_SYSFS_ROOT", str(make_sysfs(TWO_NODES)))
+    monkeypatch.setenv("NUMA_SOCKET_DIR", str(socket_dir))
+    monkeypatch.setenv("NUMA_METRICS_ADDR", "")
+    monkeypatch.setattr(Plugin, "run", lambda self: None)  # stopped at once
+    flushed: list[str] = []
+    monkeypatch.setattr(cli.logging, "shutdown", lambda: flushed.append("logging"))
+    codes: list[int] = []
+
+    def exit_now(code: int) -> None:
+        codes.append(code)
+        raise _Exited
+
+    monkeypatch.setattr(cli.os, "_exit", exit_now)
+    with pytest.raises(_Exited):
+        cli.main(["serve"])
+    assert codes == [0] and flushed == ["logging"]

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from numa_align.devices import resource_name
 from numa_align.running import BIND_RETRY_FIRST, BIND_RETRY_MAX, Backoff
-from numa_align.serving import BindError, Endpoint
+from numa_align.serving import BindError, Endpoint, stop_endpoints
 
 from tests.kubeletdouble import KubeletDouble
 from tests.plugin.conftest import running_plugin
@@ -308,3 +308,34 @@ def test_backoff_doubles_up_to_its_bound_and_resets():
     assert backoff.failures == 10 and not backoff.is_due()
     backoff.reset()
     assert backoff.is_due() and backoff.failed() == BIND_RETRY_FIRST
+
+
+class _Stopping:
+    """An endpoint's stop seam: records when its stop begins, finishes when `done` is set."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log, self.done = name, log, threading.Event()
+
+    def begin_stop(self, grace: float) -> threading.Event:
+        self.log.append(f"begin {self.name} {grace}")
+        return self.done
+
+    def finish_stop(self) -> None:
+        self.log.append(f"finish {self.name}")
+
+
+def test_servers_stop_within_one_grace_period_not_one_after_another():
+    """A plugin with N servers must not need N grace periods to stop: systemd's TimeoutStopSec and the
+    pod's termination grace are one deadline (an emulated worker with three nodes once overran it)."""
+    log: list[str] = []
+    endpoints = [_Stopping(name, log) for name in ("numa-0", "numa-1", "numa-3")]
+    stopper = threading.Thread(target=stop_endpoints, args=(endpoints, 1.0))
+    stopper.start()
+    deadline = time.monotonic() + 10
+    while len(log) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == ["begin numa-0 1.0", "begin numa-1 1.0", "begin numa-3 1.0"]  # none waited on yet
+    for endpoint in endpoints:
+        endpoint.done.set()
+    stopper.join(10)
+    assert log[3:] == ["finish numa-0", "finish numa-1", "finish numa-3"]
