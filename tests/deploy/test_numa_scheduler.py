@@ -10,6 +10,7 @@ from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import runs_numa_scheduler
 from numalab.deploy.numa_scheduler import config_text, rbac_manifest, stale_objects
+from numalab.lint.cluster_schedulers import FRESH_SECONDS
 from numalab.model import numa_scheduler as model
 from tests.deploy.test_context import FakeHost
 
@@ -20,7 +21,10 @@ def test_one_profile_named_numa_aware_runs_the_plugin_with_its_reserve_cache() -
     config = yaml.safe_load(config_text())
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["leaderElection"] == {"leaderElect": True, "resourceName": "numa-scheduler",
-                                        "resourceNamespace": "kube-system"}
+                                        "resourceNamespace": "kube-system", "leaseDuration": "30s",
+                                        "renewDeadline": "20s", "retryPeriod": "10s"}
+    # renewed every 10 s, not kube-scheduler's 2 s: still several times within the lint's freshness window
+    assert int(config["leaderElection"]["retryPeriod"].removesuffix("s")) * 3 <= FRESH_SECONDS
     (profile,) = config["profiles"]
     assert profile["schedulerName"] == "numa-aware"
     assert profile["plugins"] == {"multiPoint": {"enabled": [{"name": "NodeResourceTopologyMatch"}]}}
