@@ -12,7 +12,6 @@ what they were before the restart the kubelet posts no new status for minutes (n
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -21,6 +20,7 @@ from kube import PodTrouble
 from probe_pods import pinned_pod
 from results import describe_failures
 
+from numalab.inspect import parse_report
 from numalab.placement import judge_pinned, numa_align_allocatable, numa_align_node, ready_since
 
 BACK_WITHIN = 60.0
@@ -54,8 +54,9 @@ def kubelet_devices(report: Mapping[str, Any]) -> dict[int, int]:
 
 def read_kubelet_devices(host, inspect_command: str) -> dict[int, int]:
     """kubelet_devices() on the node; empty while the kubelet's pod-resources socket does not answer."""
-    seen = host.run(f"{inspect_command} --format json")
-    return kubelet_devices(json.loads(seen.stdout)) if seen.rc == 0 else {}
+    command = f"{inspect_command} --format json"
+    seen = host.run(command)
+    return kubelet_devices(parse_report(host.backend.get_hostname(), command, seen.stdout)) if seen.rc == 0 else {}
 
 
 def agent_service(host, asked: str) -> str:

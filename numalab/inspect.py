@@ -111,12 +111,18 @@ def remote_inspect(host: str, ssh_config: Path | None = None, command: str = DEF
     full = f"{command} --format json"
     with ssh_client(host, ssh_config) as client:
         out = run_remote(client, host, full)
+    return parse_report(host, full, out)
+
+
+def parse_report(host: str, command: str, out: str) -> dict:
+    """What `command` (a `numa-align inspect --format json`) printed on `host`, as its report; RemoteInspectError
+    when it is not one."""
     try:
         report = json.loads(out)
     except json.JSONDecodeError as exc:
-        raise RemoteInspectError(f"{host}: `{full}` printed no JSON ({exc.msg}): {out[:200]!r}") from None
+        raise RemoteInspectError(f"{host}: `{command}` printed no JSON ({exc.msg}): {out[:200]!r}") from None
     if not isinstance(report, dict) or "pods" not in report:
-        raise RemoteInspectError(f"{host}: `{full}` printed JSON without 'pods': not numa-align inspect")
+        raise RemoteInspectError(f"{host}: `{command}` printed JSON without 'pods': not numa-align inspect")
     return report
 
 

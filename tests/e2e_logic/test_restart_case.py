@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
+from numalab.inspect import RemoteInspectError
 from tests.e2e_logic.conftest import load_e2e_module
 
 for _name in ("kube", "probe_pods", "results"):  # case 5 imports them as the suite does
@@ -29,3 +32,30 @@ def test_the_devices_the_kubelet_holds_are_read_from_numa_align_inspect() -> Non
     # the kubelet holds nothing yet (restored from its checkpoint, no ListAndWatch answer), or cannot say
     assert restart_case.kubelet_devices({"pods": [], "allocatable": {"devices": {}}}) == {}
     assert restart_case.kubelet_devices({"pods": [], "allocatable": {"served": False, "devices": {}}}) == {}
+
+
+class _Node:
+    """A testinfra host's run() and backend name, answering one command."""
+
+    def __init__(self, rc: int, stdout: str) -> None:
+        self.rc, self.stdout, self.commands = rc, stdout, []
+        self.backend = self
+
+    def get_hostname(self) -> str:
+        return "worker-1"
+
+    def run(self, command: str) -> _Node:
+        self.commands.append(command)
+        return self
+
+
+def test_the_kubelet_devices_are_read_on_the_node_and_a_report_that_is_not_one_fails_naming_it() -> None:
+    report = '{"pods": [], "allocatable": {"devices": {"numa-align/numa-0": {"count": 100}}}}'
+    node = _Node(0, report)
+    assert restart_case.read_kubelet_devices(node, "numa-align inspect") == {0: 100}
+    assert node.commands == ["numa-align inspect --format json"]
+    assert restart_case.read_kubelet_devices(_Node(1, ""), "numa-align inspect") == {}  # socket not back yet
+    with pytest.raises(RemoteInspectError, match=r"worker-1: `numa-align inspect --format json` printed no JSON"):
+        restart_case.read_kubelet_devices(_Node(0, "Traceback ..."), "numa-align inspect")
+    with pytest.raises(RemoteInspectError, match="without 'pods'"):
+        restart_case.read_kubelet_devices(_Node(0, "{}"), "numa-align inspect")
