@@ -55,8 +55,11 @@ class Image:
     # panic=5: reboot 5 s after a panic (the domain's on_reboot restarts it) instead of hanging until the SSH
     # wait gives up. Seen in CI under software emulation: an int3 Oops in sched_clock_cpu 7.7 s into boot,
     # while the kernel patched its own code (jump labels), then "Kernel panic - not syncing".
+    # oops=panic: such an Oops panics (and so reboots) at once. Without it the kernel only kills the task: CI saw
+    # three Oopses in a row on the server 43 s into boot before the panic came, and an Oops in scheduler code
+    # can leave a lock held, the guest hung until the SSH wait gives up.
     cmdline: str = ("root=/dev/vda rw console=ttyS0 net.ifnames=0 nokaslr quiet loglevel=3 systemd.getty_auto=0 "
-                    "panic=5")
+                    "panic=5 oops=panic")
 
     @property
     def direct_boot(self) -> bool:
