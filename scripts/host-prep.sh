@@ -101,8 +101,22 @@ prepare_kvm() {
     fi
 }
 
+# Lab domains under software emulation name scripts/qemu-tcg-single as their emulator (see there). libvirt
+# runs it as libvirt-qemu, so it lives outside the clone, where numalab/lab/domains.py looks for it.
+TCG_EMULATOR=/usr/local/libexec/numa-lab/qemu-tcg-single
+install_tcg_emulator() {
+    src="$(dirname "$0")/qemu-tcg-single"
+    if cmp -s "$src" "$TCG_EMULATOR"; then
+        log "$TCG_EMULATOR already installed"
+        return
+    fi
+    install -D -m 755 "$src" "$TCG_EMULATOR"
+    log "installed $TCG_EMULATOR"
+}
+
 need_root
 install_packages
 start_daemons
 prepare_kvm
+install_tcg_emulator
 log "done"

@@ -18,7 +18,14 @@ import libvirt
 
 from numalab.files import file_lock
 from numalab.lab import keys, seed
-from numalab.lab.domains import describe_shape, domain_state, domain_type, remove_domains
+from numalab.lab.domains import (
+    TCG_SINGLE_EMULATOR,
+    describe_shape,
+    domain_state,
+    domain_type,
+    remove_domains,
+    tcg_emulator,
+)
 from numalab.lab.errors import LabError
 from numalab.lab.image import Image, Recipe, built_image, cloud_image
 from numalab.lab.libvirt_objects import NAMESPACE, lab_of_xml, lookup_or_none
@@ -57,6 +64,8 @@ class LabHost:
         self._prepared = False
         self._conn: libvirt.virConnect | None = None
         self._image: Image | None = None
+        self._emulator: str | None = None
+        self._emulator_asked = False
 
     # ---- paths and names -------------------------------------------------------------------
 
@@ -192,8 +201,18 @@ class LabHost:
         seed.write_seed_iso(files, self.state_dir / "seeds" / guest.name, iso)
         return iso
 
+    def _domain_emulator(self, kind: str) -> str | None:
+        """tcg_emulator, asked once per lab host; its absence under software emulation is said, not hidden."""
+        if not self._emulator_asked:
+            self._emulator, self._emulator_asked = tcg_emulator(self.conn, kind), True
+            if kind == "qemu" and self._emulator is None:
+                say(f"guests run multi-threaded TCG: the libvirt host has no {TCG_SINGLE_EMULATOR} "
+                    "(scripts/host-prep.sh installs it), so each guest is slower under software emulation")
+        return self._emulator
+
     def _domain_xml(self, guest: Guest, pool: libvirt.virStoragePool) -> str:
         assert self._image is not None
+        kind = domain_type(self.conn, self.settings)
         tag = self._image.tag
         kernel_path = initrd_path = None
         if self._image.direct_boot:
@@ -201,7 +220,9 @@ class LabHost:
             initrd_path = pool.storageVolLookupByName(f"initrd-{tag}.img").path()
         return render(
             "lab/domain.xml.j2",
-            domain_type=domain_type(self.conn, self.settings),
+            domain_type=kind,
+            emulator=self._domain_emulator(kind),
+            cmdline=self._image.kernel_cmdline(kind),
             domain_name=self.lab.domain_name(guest),
             namespace=NAMESPACE,
             lab=self.lab,

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import libvirt
 import pytest
 from numa_align.cpulist import format_cpulist
 
+from numalab.lab.domains import TCG_SINGLE_EMULATOR
 from tests.lab.conftest import (
     BIN,
     LabGuest,
@@ -113,6 +116,26 @@ def test_guest_host_key_is_the_one_generated_on_the_controller(guest: LabGuest, 
 def test_guests_reach_nothing_outside_the_lab(guest: LabGuest) -> None:
     routes = guest.host.check_output("ip -4 route show")
     assert "default" not in routes
+
+
+def test_emulated_guests_run_one_tcg_thread_and_read_the_tsc(guest: LabGuest, kvm_lab: RunningLab) -> None:
+    """Under software emulation a guest's QEMU is scripts/qemu-tcg-single (one TCG thread for all its vCPUs)
+    and the guest's clock is the TSC, not the HPET QEMU emulates under its global lock."""
+    conn = libvirt.open(kvm_lab.lab.settings.uri)
+    try:
+        domain = conn.lookupByName(kvm_lab.lab.domain_name(kvm_lab.lab.guest(guest.name)))
+        root = ET.fromstring(domain.XMLDesc(0))
+        pid = Path(f"/run/libvirt/qemu/{domain.name()}.pid").read_text().strip()
+    finally:
+        conn.close()
+    clock = guest.host.file("/sys/devices/system/clocksource/clocksource0/current_clocksource").content_string
+    if root.get("type") != "qemu":
+        assert root.find("./devices/emulator").text != TCG_SINGLE_EMULATOR
+        return
+    assert root.findtext("./devices/emulator") == TCG_SINGLE_EMULATOR
+    threads = sorted(path.read_text().strip() for path in Path(f"/proc/{pid}/task").glob("*/comm"))
+    assert [name for name in threads if name.endswith("/TCG")] == ["ALL CPUs/TCG"], threads
+    assert clock.strip() == "tsc"
 
 
 def test_second_deploy_run_changes_nothing(kvm_lab: RunningLab) -> None:

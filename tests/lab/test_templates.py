@@ -50,16 +50,20 @@ def test_conn() -> libvirt.virConnect:
     conn.close()
 
 
-def domain_xml(lab: Lab, name: str, domain_type: str = "qemu", image: Image | None = None) -> str:
+def domain_xml(lab: Lab, name: str, domain_type: str = "qemu", image: Image | None = None,
+               emulator: str | None = None) -> str:
     guest = lab.guest(name)
+    image = image or Image(Path("/pool/base.qcow2"), Path("/pool/vmlinuz"), Path("/pool/initrd.img"))
     return render(
         "lab/domain.xml.j2",
         domain_type=domain_type,
+        emulator=emulator,
+        cmdline=image.kernel_cmdline(domain_type),
         domain_name=lab.domain_name(guest),
         namespace=NAMESPACE,
         lab=lab,
         guest=guest,
-        image=image or Image(Path("/pool/base.qcow2"), Path("/pool/vmlinuz"), Path("/pool/initrd.img")),
+        image=image,
         kernel_path="/pool/vmlinuz",
         initrd_path="/pool/initrd.img",
         pool="numalab-t",
@@ -102,6 +106,11 @@ def test_direct_kernel_boot_and_devices(lab: Lab) -> None:
     assert "root=/dev/vda" in root.findtext("./os/cmdline")
     # a boot-time panic reboots, not hangs, and an Oops (software emulation's int3 ones) is a panic
     assert {"panic=5", "oops=panic"} <= set(root.findtext("./os/cmdline").split())
+    # software emulation's TSC is one host clock for every vCPU: trusted, so the guest does not fall back to
+    # the HPET; with hardware virtualization the kernel decides for itself
+    assert "tsc=reliable" in root.findtext("./os/cmdline").split()
+    assert "tsc=reliable" not in ET.fromstring(domain_xml(lab, "two", domain_type="kvm")).findtext("./os/cmdline")
+    assert root.find("./devices/emulator") is None  # libvirt's default QEMU unless one is given
     disks = root.findall("./devices/disk")
     assert [(d.find("target").get("dev"), d.find("target").get("bus")) for d in disks] == [
         ("vda", "virtio"),
@@ -196,3 +205,9 @@ def test_guests_keep_one_cpu_quota_for_life_so_the_cfs_bandwidth_key_never_flips
     unit = recipe.files["etc/systemd/system/numalab-cfs-key.service"]
     assert "numalab-cfs-key.service" in recipe.enabled_units
     assert "CPUQuota=" in unit and "ExecStart=/bin/sleep infinity" in unit
+
+
+def test_a_given_emulator_is_the_domains_own(lab: Lab, test_conn: libvirt.virConnect) -> None:
+    xml = domain_xml(lab, "two", emulator="/usr/local/libexec/numa-lab/qemu-tcg-single")
+    root = ET.fromstring(test_conn.defineXML(xml).XMLDesc(0))
+    assert root.findtext("./devices/emulator") == "/usr/local/libexec/numa-lab/qemu-tcg-single"
