@@ -56,14 +56,20 @@ def domain_type(conn: libvirt.virConnect, settings: Settings) -> str:
 TCG_SINGLE_EMULATOR = "/usr/local/libexec/numa-lab/qemu-tcg-single"
 
 
-def tcg_emulator(conn: libvirt.virConnect, kind: str) -> str | None:
-    """The <emulator> of a lab domain of type `kind`: the single-threaded TCG wrapper for software emulation
-    when the libvirt host has it (libvirt probes it, so a remote host is asked too), else None (libvirt's
-    default QEMU, multi-threaded TCG). Measured on a 2-core host running four lab guests: a Go binary's start
-    (`kubelet --version`) took 2.6-3.0 s on a single-threaded guest against 5.0-5.4 s on its multi-threaded
-    twin, and the idle guest took 20 % of a host core instead of 27 %."""
-    if kind != "qemu":
-        return None
+def single_threaded_tcg(kind: str, vcpus: int, host_cpus: int) -> bool:
+    """Whether a guest of `vcpus` vCPUs in a domain of type `kind` runs single-threaded TCG: under software
+    emulation, when it has more vCPUs than the libvirt host has CPUs. Such a guest's vCPU threads share the host's
+    cores anyway, and multi-threaded TCG makes every cross-vCPU step (TLB-flush rendezvous, exclusive sections,
+    IPIs) wait for a vCPU thread that is not running. Measured on a 2-core host running four lab guests: a Go
+    binary's start (`kubelet --version`) took 2.6-3.0 s on a single-threaded 4-vCPU guest against 5.0-5.4 s
+    on its multi-threaded twin, and the idle guest took 20 % of a host core instead of 27 %. A guest with no
+    more vCPUs than the host's CPUs keeps one thread per vCPU: a single-threaded 2-vCPU server held the control
+    plane's start to one core, the host's other core idle, for 3 minutes of CI's first deploy."""
+    return kind == "qemu" and vcpus > host_cpus
+
+
+def tcg_emulator(conn: libvirt.virConnect) -> str | None:
+    """TCG_SINGLE_EMULATOR when the libvirt host has it (libvirt probes it, so a remote host is asked too)."""
     try:
         conn.getDomainCapabilities(TCG_SINGLE_EMULATOR, "x86_64", None, "qemu", 0)
     except libvirt.libvirtError:

@@ -24,6 +24,7 @@ from numalab.lab.domains import (
     domain_state,
     domain_type,
     remove_domains,
+    single_threaded_tcg,
     tcg_emulator,
 )
 from numalab.lab.errors import LabError
@@ -201,13 +202,16 @@ class LabHost:
         seed.write_seed_iso(files, self.state_dir / "seeds" / guest.name, iso)
         return iso
 
-    def _domain_emulator(self, kind: str) -> str | None:
-        """tcg_emulator, asked once per lab host; its absence under software emulation is said, not hidden."""
+    def _domain_emulator(self, kind: str, guest: Guest) -> str | None:
+        """The guest's <emulator>: the single-threaded TCG wrapper where `single_threaded_tcg` wants it and the
+        libvirt host has it (asked once; its absence is said, not hidden), else libvirt's default (None)."""
+        if not single_threaded_tcg(kind, guest.vcpus, self.conn.getInfo()[2]):
+            return None
         if not self._emulator_asked:
-            self._emulator, self._emulator_asked = tcg_emulator(self.conn, kind), True
-            if kind == "qemu" and self._emulator is None:
+            self._emulator, self._emulator_asked = tcg_emulator(self.conn), True
+            if self._emulator is None:
                 say(f"guests run multi-threaded TCG: the libvirt host has no {TCG_SINGLE_EMULATOR} "
-                    "(scripts/host-prep.sh installs it), so each guest is slower under software emulation")
+                    "(scripts/host-prep.sh installs it), so guests with more vCPUs than its CPUs run slower")
         return self._emulator
 
     def _domain_xml(self, guest: Guest, pool: libvirt.virStoragePool) -> str:
@@ -221,7 +225,7 @@ class LabHost:
         return render(
             "lab/domain.xml.j2",
             domain_type=kind,
-            emulator=self._domain_emulator(kind),
+            emulator=self._domain_emulator(kind, guest),
             cmdline=self._image.kernel_cmdline(kind),
             domain_name=self.lab.domain_name(guest),
             namespace=NAMESPACE,

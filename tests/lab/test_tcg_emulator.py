@@ -1,5 +1,6 @@
 """Single-threaded TCG for guests under software emulation: scripts/qemu-tcg-single rewrites libvirt's
-`-accel tcg` and nothing else, and a domain names it only where the libvirt host has it.
+`-accel tcg` and nothing else; a domain names it only for a guest with more vCPUs than the host's CPUs, under
+software emulation, and only where the libvirt host has it.
 
 No VM: the wrapper runs against a stand-in QEMU that prints its arguments; libvirt is a stand-in that
 knows or does not know the wrapper.
@@ -13,7 +14,7 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from numalab.lab.domains import TCG_SINGLE_EMULATOR, tcg_emulator
+from numalab.lab.domains import TCG_SINGLE_EMULATOR, single_threaded_tcg, tcg_emulator
 
 WRAPPER = Path(__file__).resolve().parents[2] / "scripts" / "qemu-tcg-single"
 
@@ -67,16 +68,21 @@ class FakeConn:
         return "<domainCapabilities/>"
 
 
-def test_software_emulation_uses_the_wrapper_where_the_libvirt_host_has_it() -> None:
+def test_the_wrapper_is_used_where_the_libvirt_host_has_it() -> None:
     conn = FakeConn(present=True)
-    assert tcg_emulator(conn, "qemu") == TCG_SINGLE_EMULATOR
+    assert tcg_emulator(conn) == TCG_SINGLE_EMULATOR
     assert conn.asked[0][:4] == (TCG_SINGLE_EMULATOR, "x86_64", None, "qemu")
+    assert tcg_emulator(FakeConn(present=False)) is None
 
 
-def test_no_wrapper_on_the_libvirt_host_means_libvirts_default_qemu() -> None:
-    assert tcg_emulator(FakeConn(present=False), "qemu") is None
-
-
-def test_hardware_virtualization_never_asks_for_the_wrapper() -> None:
-    conn = FakeConn(present=True)
-    assert tcg_emulator(conn, "kvm") is None and conn.asked == []
+@pytest.mark.parametrize(("kind", "vcpus", "host_cpus", "single"), [
+    ("qemu", 4, 2, True),  # a lab worker on CI's 2 cores
+    ("qemu", 8, 2, True),  # the real-server worker
+    ("qemu", 2, 2, False),  # the server: one thread per vCPU, both host cores during the control plane's start
+    ("qemu", 1, 2, False),
+    ("qemu", 4, 16, False),
+    ("kvm", 8, 2, False),  # hardware virtualization has no TCG
+])
+def test_single_threaded_tcg_only_for_emulated_guests_with_more_vcpus_than_host_cpus(
+        kind: str, vcpus: int, host_cpus: int, single: bool) -> None:
+    assert single_threaded_tcg(kind, vcpus, host_cpus) is single
