@@ -56,16 +56,20 @@ def domain_type(conn: libvirt.virConnect, settings: Settings) -> str:
 TCG_SINGLE_EMULATOR = "/usr/local/libexec/numa-lab/qemu-tcg-single"
 
 
-def single_threaded_tcg(kind: str, vcpus: int, host_cpus: int) -> bool:
-    """Whether a guest of `vcpus` vCPUs in a domain of type `kind` runs single-threaded TCG: under software
-    emulation, when it has more vCPUs than the libvirt host has CPUs. Such a guest's vCPU threads share the host's
-    cores anyway, and multi-threaded TCG makes every cross-vCPU step (TLB-flush rendezvous, exclusive sections,
-    IPIs) wait for a vCPU thread that is not running. Measured on a 2-core host running four lab guests: a Go
-    binary's start (`kubelet --version`) took 2.6-3.0 s on a single-threaded 4-vCPU guest against 5.0-5.4 s
-    on its multi-threaded twin, and the idle guest took 20 % of a host core instead of 27 %. A guest with no
-    more vCPUs than the host's CPUs keeps one thread per vCPU: a single-threaded 2-vCPU server held the control
-    plane's start to one core, the host's other core idle, for 3 minutes of CI's first deploy."""
-    return kind == "qemu" and vcpus > host_cpus
+def single_threaded_tcg(kind: str, vcpus: int, lab_vcpus: int, host_cpus: int) -> bool:
+    """Whether a guest of `vcpus` vCPUs, in a lab of `lab_vcpus` in all, runs single-threaded TCG: under software
+    emulation, a guest with more than one vCPU when the lab's vCPUs outnumber the libvirt host's CPUs. Then
+    vCPU threads share the host's cores anyway; multi-threaded TCG makes every cross-vCPU step (TLB-flush
+    rendezvous, exclusive sections, IPIs) wait for a vCPU thread that is not running, and gives a guest one
+    share of the host per vCPU thread. Measured on 2 cores:
+    - four lab guests up: a Go binary's start (`kubelet --version`) took 2.6-3.0 s on a single-threaded 4-vCPU
+      worker against 5.0-5.4 s on its multi-threaded twin; idle, the guest took 20 % of a host core, not 27 %;
+    - CI's cluster test (15 vCPUs in four guests): 1461 s with every guest single-threaded (run L) against
+      1637 s with none (run K); in run M the 2-vCPU server alone multi-threaded took 56-72 % of a host core
+      through the e2e suite against 47-49 % in run L, the workers got less, and the test took 1567 s;
+    - a lab of one 2-vCPU guest (the cloud-image test) booted and checked in 57 s multi-threaded, 84 s
+      single-threaded: with the host's cores to itself, a guest uses both."""
+    return kind == "qemu" and vcpus > 1 and lab_vcpus > host_cpus
 
 
 def tcg_emulator(conn: libvirt.virConnect) -> str | None:

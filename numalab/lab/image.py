@@ -63,10 +63,11 @@ class Image:
 
     def kernel_cmdline(self, domain_type: str) -> str:
         """`cmdline` for a domain of `domain_type`. Under software emulation (qemu) with tsc=reliable: QEMU's
-        TCG derives every vCPU's TSC from one host clock, monotonic across vCPUs, but the guest kernel sees an
-        AMD CPU without constant_tsc, judges a multi-CPU guest's TSCs unsynchronized and falls back to the HPET,
-        which QEMU emulates under its global lock: a clock read took 8.5 us on a 4-vCPU lab worker against
-        1.2 us with the TSC (Python's time.monotonic), and every Go runtime reads the clock constantly."""
+        TCG derives every vCPU's TSC from one host clock, monotonic across vCPUs, but the guest kernel sees a
+        non-Intel CPU without constant_tsc in more than one socket (a lab guest's cells are its sockets), marks
+        the TSC unstable ("TSCs unsynchronized") and falls back to the HPET, which QEMU emulates under its global
+        lock: a clock read took 8.5 us on a 2-cell lab worker against 1.2 us on the 1-cell server, which kept
+        the TSC (Python's time.monotonic), and every Go runtime reads the clock constantly."""
         return f"{self.cmdline} tsc=reliable" if domain_type == "qemu" else self.cmdline
 
     @property

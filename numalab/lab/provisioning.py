@@ -205,13 +205,14 @@ class LabHost:
     def _domain_emulator(self, kind: str, guest: Guest) -> str | None:
         """The guest's <emulator>: the single-threaded TCG wrapper where `single_threaded_tcg` wants it and the
         libvirt host has it (asked once; its absence is said, not hidden), else libvirt's default (None)."""
-        if not single_threaded_tcg(kind, guest.vcpus, self.conn.getInfo()[2]):
+        lab_vcpus = sum(other.vcpus for other in self.lab.guests)
+        if not single_threaded_tcg(kind, guest.vcpus, lab_vcpus, self.conn.getInfo()[2]):
             return None
         if not self._emulator_asked:
             self._emulator, self._emulator_asked = tcg_emulator(self.conn), True
             if self._emulator is None:
                 say(f"guests run multi-threaded TCG: the libvirt host has no {TCG_SINGLE_EMULATOR} "
-                    "(scripts/host-prep.sh installs it), so guests with more vCPUs than its CPUs run slower")
+                    "(scripts/host-prep.sh installs it): with more vCPUs than the host's CPUs, guests run slower")
         return self._emulator
 
     def _domain_xml(self, guest: Guest, pool: libvirt.virStoragePool) -> str:

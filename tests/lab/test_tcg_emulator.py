@@ -1,6 +1,6 @@
 """Single-threaded TCG for guests under software emulation: scripts/qemu-tcg-single rewrites libvirt's
-`-accel tcg` and nothing else; a domain names it only for a guest with more vCPUs than the host's CPUs, under
-software emulation, and only where the libvirt host has it.
+`-accel tcg` and nothing else; a domain names it only under software emulation, for a guest of more than one
+vCPU in a lab whose vCPUs outnumber the host's CPUs, and only where the libvirt host has it.
 
 No VM: the wrapper runs against a stand-in QEMU that prints its arguments; libvirt is a stand-in that
 knows or does not know the wrapper.
@@ -75,14 +75,16 @@ def test_the_wrapper_is_used_where_the_libvirt_host_has_it() -> None:
     assert tcg_emulator(FakeConn(present=False)) is None
 
 
-@pytest.mark.parametrize(("kind", "vcpus", "host_cpus", "single"), [
-    ("qemu", 4, 2, True),  # a lab worker on CI's 2 cores
-    ("qemu", 8, 2, True),  # the real-server worker
-    ("qemu", 2, 2, False),  # the server: one thread per vCPU, both host cores during the control plane's start
-    ("qemu", 1, 2, False),
-    ("qemu", 4, 16, False),
-    ("kvm", 8, 2, False),  # hardware virtualization has no TCG
+@pytest.mark.parametrize(("kind", "vcpus", "lab_vcpus", "host_cpus", "single"), [
+    ("qemu", 4, 15, 2, True),  # the cluster test's worker-1 on CI's 2 cores
+    ("qemu", 8, 15, 2, True),  # its real-server worker
+    ("qemu", 2, 15, 2, True),  # its server: one thread, one share of the host, like the others
+    ("qemu", 1, 15, 2, False),  # the registry: one vCPU is one thread either way
+    ("qemu", 2, 2, 2, False),  # a lab of one 2-vCPU guest has the host's cores to itself
+    ("qemu", 4, 8, 2, True),  # the lab tests' two 4-vCPU guests
+    ("qemu", 4, 15, 16, False),  # a host with a core for every vCPU
+    ("kvm", 8, 15, 2, False),  # hardware virtualization has no TCG
 ])
-def test_single_threaded_tcg_only_for_emulated_guests_with_more_vcpus_than_host_cpus(
-        kind: str, vcpus: int, host_cpus: int, single: bool) -> None:
-    assert single_threaded_tcg(kind, vcpus, host_cpus) is single
+def test_single_threaded_tcg_where_the_labs_vcpus_outnumber_the_hosts_cpus(
+        kind: str, vcpus: int, lab_vcpus: int, host_cpus: int, single: bool) -> None:
+    assert single_threaded_tcg(kind, vcpus, lab_vcpus, host_cpus) is single
