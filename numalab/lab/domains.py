@@ -64,9 +64,10 @@ def single_threaded_tcg(kind: str, vcpus: int, lab_vcpus: int, host_cpus: int) -
     share of the host per vCPU thread. Measured on 2 cores:
     - four lab guests up: a Go binary's start (`kubelet --version`) took 2.6-3.0 s on a single-threaded 4-vCPU
       worker against 5.0-5.4 s on its multi-threaded twin; idle, the guest took 20 % of a host core, not 27 %;
-    - CI's cluster test (15 vCPUs in four guests): 1461 s with every guest single-threaded (run L) against
-      1637 s with none (run K); in run M the 2-vCPU server alone multi-threaded took 56-72 % of a host core
-      through the e2e suite against 47-49 % in run L, the workers got less, and the test took 1567 s;
+    - CI's cluster test (15 vCPUs in four guests): with the 2-vCPU server alone multi-threaded (run M) it took
+      56-72 % of a host core through the e2e suite against 47-49 % single-threaded (run L), and the workers
+      got less. The test's totals (1461 and 1631 s single-threaded, runs L and N; 1567 s in run M; 1637 s
+      before, run K) vary between runs as much as that, so they show no gain of their own;
     - a lab of one 2-vCPU guest (the cloud-image test) booted and checked in 57 s multi-threaded, 84 s
       single-threaded: with the host's cores to itself, a guest uses both."""
     return kind == "qemu" and vcpus > 1 and lab_vcpus > host_cpus
