@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import libvirt
@@ -65,8 +66,6 @@ class LabHost:
         self._prepared = False
         self._conn: libvirt.virConnect | None = None
         self._image: Image | None = None
-        self._emulator: str | None = None
-        self._emulator_asked = False
 
     # ---- paths and names -------------------------------------------------------------------
 
@@ -202,18 +201,27 @@ class LabHost:
         seed.write_seed_iso(files, self.state_dir / "seeds" / guest.name, iso)
         return iso
 
+    @cached_property
+    def _host_cpus(self) -> int:
+        """The libvirt host's CPUs: asked once, not once per guest."""
+        return self.conn.getInfo()[2]
+
+    @cached_property
+    def _tcg_wrapper(self) -> str | None:
+        """tcg_emulator, asked once and only when a guest wants it; its absence is said, not hidden."""
+        found = tcg_emulator(self.conn)
+        if found is None:
+            say(f"guests run multi-threaded TCG: the libvirt host has no {TCG_SINGLE_EMULATOR} "
+                "(scripts/host-prep.sh installs it): with more vCPUs than the host's CPUs, guests run slower")
+        return found
+
     def _domain_emulator(self, kind: str, guest: Guest) -> str | None:
         """The guest's <emulator>: the single-threaded TCG wrapper where `single_threaded_tcg` wants it and the
-        libvirt host has it (asked once; its absence is said, not hidden), else libvirt's default (None)."""
+        libvirt host has it, else libvirt's default (None)."""
         lab_vcpus = sum(other.vcpus for other in self.lab.guests)
-        if not single_threaded_tcg(kind, guest.vcpus, lab_vcpus, self.conn.getInfo()[2]):
+        if not single_threaded_tcg(kind, guest.vcpus, lab_vcpus, self._host_cpus):
             return None
-        if not self._emulator_asked:
-            self._emulator, self._emulator_asked = tcg_emulator(self.conn), True
-            if self._emulator is None:
-                say(f"guests run multi-threaded TCG: the libvirt host has no {TCG_SINGLE_EMULATOR} "
-                    "(scripts/host-prep.sh installs it): with more vCPUs than the host's CPUs, guests run slower")
-        return self._emulator
+        return self._tcg_wrapper
 
     def _domain_xml(self, guest: Guest, pool: libvirt.virStoragePool) -> str:
         assert self._image is not None
