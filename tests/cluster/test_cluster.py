@@ -37,6 +37,7 @@ from tests.cluster.steps import note_deploy, note_durations, note_outages, note_
 from tests.cluster.timed_run import run_timed
 from tests.lab.conftest import (
     BIN,
+    CLUSTER_SUBNET_OFFSETS,
     REPO,
     free_subnet,
     lab_env,
@@ -253,7 +254,7 @@ def check_numa_align(state: Path, install: str) -> None:
 
 def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    env = lab_env(f"pytest-cluster-{os.getpid()}", state, free_subnet())
+    env = lab_env(f"pytest-cluster-{os.getpid()}", state, free_subnet(CLUSTER_SUBNET_OFFSETS))
     env["NUMALAB_DISTRIBUTION"] = "upstream"
     extra = tmp_path / "extra-guests.yaml"
     extra.write_text(yaml.safe_dump([WORKER_3]))

@@ -142,9 +142,17 @@ def run_numalab(inventory: Path, env: Mapping[str, str], *args: str) -> subproce
     )
 
 
-def free_subnet() -> str:
-    """A /24 near the default lab subnet that overlaps no host route and no libvirt network."""
-    return provisioning.free_subnet("qemu:///system", first=2, last=199)
+# `make test` runs the cluster test beside the other tests (scripts/test-side-by-side): each run picks its
+# labs' subnets from its own offsets, so two labs coming up at once never both take the /24 that neither
+# has defined yet. Within one run, labs come up one after another.
+SUBNET_OFFSETS = (2, 199)
+CLUSTER_SUBNET_OFFSETS = (200, 249)
+
+
+def free_subnet(offsets: tuple[int, int] = SUBNET_OFFSETS) -> str:
+    """A /24 near the default lab subnet, at `offsets` from it, that overlaps no host route and no libvirt
+    network."""
+    return provisioning.free_subnet("qemu:///system", first=offsets[0], last=offsets[1])
 
 
 def leftovers(lab: Lab) -> list[str]:

@@ -1,0 +1,63 @@
+"""scripts/test-side-by-side, `make test`'s runner: the cluster test and the other tests as two pytest runs
+at once, with one verdict. Run here against a stand-in pytest that says what it was asked and exits as told."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.lab.conftest import CLUSTER_SUBNET_OFFSETS, SUBNET_OFFSETS
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-side-by-side"
+
+
+def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subprocess.CompletedProcess:
+    """The runner with a stand-in pytest: it prints its arguments and exits with the code for its -m side.
+    The cluster side waits for the other side's mark first, so the test shows both run at once."""
+    stand_in = tmp_path / "pytest"
+    stand_in.write_text(f"""#!/bin/sh
+echo "args: $*"
+case "$*" in
+  *"-m cluster"*) for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
+                  [ -e {tmp_path}/other-started ] || echo "the other run had not started"
+                  exit {cluster_rc} ;;
+  *) touch {tmp_path}/other-started; echo "other output line"; exit {other_rc} ;;
+esac
+""")
+    stand_in.chmod(0o755)
+    return subprocess.run([str(SCRIPT), str(stand_in), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_path: Path) -> None:
+    done = run(tmp_path, 0, 0, "--durations=15", "-k", "x")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "args: tests -m cluster --durations=15 -k x" in lines
+    assert "args: tests -m not cluster --durations=15 -k x" in lines
+    assert "the other run had not started" not in done.stdout
+    # the other run's output comes whole, under its heading, after the cluster run's
+    heading = next(i for i, line in enumerate(lines) if "the other tests" in line)
+    assert lines.index("other output line") > heading > lines.index("args: tests -m cluster --durations=15 -k x")
+    assert "make test: cluster test passed, other tests passed;" in lines[-1]
+
+
+@pytest.mark.parametrize(("cluster_rc", "other_rc", "expected"), [
+    (1, 0, 1),  # the cluster test failed
+    (0, 2, 2),  # the other run was interrupted or misused
+    (5, 0, 0),  # -k selected only other tests: the cluster run collected nothing
+    (0, 5, 0),
+    (5, 1, 1),
+    (5, 5, 5),  # nothing collected at all is never green
+])
+def test_one_verdict_from_both_exit_codes(tmp_path: Path, cluster_rc: int, other_rc: int, expected: int) -> None:
+    done = run(tmp_path, cluster_rc, other_rc)
+    assert done.returncode == expected, done.stdout + done.stderr
+    if expected == 5:
+        assert "collected no tests" in done.stderr
+
+
+def test_the_two_runs_draw_lab_subnets_from_separate_offsets() -> None:
+    (a, b), (c, d) = sorted([SUBNET_OFFSETS, CLUSTER_SUBNET_OFFSETS])
+    assert a <= b < c <= d <= 255
