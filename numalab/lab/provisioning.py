@@ -51,6 +51,7 @@ class GuestStatus:
     console_log: str
 
 
+PREPARE_LOCK = "prepare.lock"  # in the lab's state dir: it goes with the lab (it was left in the image dir)
 # What the cluster stages keep in the lab's state dir (numalab.deploy): gone with the lab it belongs to.
 CLUSTER_STATE = ("pki", "kubeconfig", "wheelhouse", "rke2-token", ".rke2-token.lock", "rke2", "policy-reset.lock")
 
@@ -119,10 +120,11 @@ class LabHost:
         """Keys, known_hosts, ssh_config, network, pool and base image volumes.
 
         Once per process (a lock shared by pyinfra's greenlets) and serialized across processes on
-        this controller (a file lock), so parallel bring-ups never build or upload twice.
+        this controller (a file lock in the lab's state dir, which `destroy` removes with it), so parallel
+        bring-ups never build or upload twice.
         """
-        lock_file = self.settings.image_dir.expanduser() / f"{self.settings.object_name}.prepare.lock"
-        with self._lock, file_lock(lock_file):
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # seeds hold private host keys
+        with self._lock, file_lock(self.state_dir / PREPARE_LOCK):
             if self._prepared:
                 return
             check_subnet(self.conn, self.network_name, self.settings)
@@ -134,7 +136,6 @@ class LabHost:
             self._prepared = True
 
     def _write_ssh_material(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # seeds hold private host keys
         keys.ensure_keypair(self.lab_key, f"numalab-{self.settings.name}")
         entries = []
         for guest in self.lab.guests:
@@ -284,7 +285,7 @@ class LabHost:
 
     def _remove_local_files(self) -> list[str]:
         removed = []
-        for relative in ("keys", "seeds", "console", "known_hosts", "ssh_config", *CLUSTER_STATE):
+        for relative in ("keys", "seeds", "console", "known_hosts", "ssh_config", PREPARE_LOCK, *CLUSTER_STATE):
             path = self.state_dir / relative
             if path.is_dir():
                 shutil.rmtree(path)

@@ -165,6 +165,9 @@ def leftovers(lab: Lab) -> list[str]:
         found += [f"pool {p.name()}" for p in conn.listAllStoragePools(0) if p.name() == lab.settings.object_name]
     finally:
         conn.close()
+    old_lock = lab.settings.image_dir.expanduser() / f"{lab.settings.object_name}.prepare.lock"
+    if old_lock.exists():  # where a bring-up's lock used to be left for good, one per lab ever brought up
+        found.append(f"lock {old_lock}")
     pool_dir = Path(POOL_ROOT) / lab.settings.object_name
     if pool_dir.exists():
         found.append(f"dir {pool_dir}")
