@@ -121,19 +121,21 @@ class LabHost:
 
         Once per process (a lock shared by pyinfra's greenlets) and serialized across processes on
         this controller (a file lock in the lab's state dir, which `destroy` removes with it), so parallel
-        bring-ups never build or upload twice.
+        bring-ups never build or upload twice. A subnet that overlaps is refused first, before the state
+        dir or anything else is made.
         """
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # seeds hold private host keys
-        with self._lock, file_lock(self.state_dir / PREPARE_LOCK):
+        with self._lock:
             if self._prepared:
                 return
             check_subnet(self.conn, self.network_name, self.settings)
-            self._write_ssh_material()
-            ensure_network(self.conn, self.network_name, self.lab)
-            ensure_pool(self.conn, self.pool_name, self.pool_path, self.settings.name)
-            self._image = self._base_image()
-            upload_image(self.conn, self.pool_name, self._image)
-            self._prepared = True
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # seeds hold private host keys
+            with file_lock(self.state_dir / PREPARE_LOCK):
+                self._write_ssh_material()
+                ensure_network(self.conn, self.network_name, self.lab)
+                ensure_pool(self.conn, self.pool_name, self.pool_path, self.settings.name)
+                self._image = self._base_image()
+                upload_image(self.conn, self.pool_name, self._image)
+                self._prepared = True
 
     def _write_ssh_material(self) -> None:
         keys.ensure_keypair(self.lab_key, f"numalab-{self.settings.name}")
