@@ -31,8 +31,9 @@ venv: $(BIN)/.installed
 lint: venv
 	$(BIN)/ruff check .
 
-# The cluster test and the other tests run side by side (scripts/test-side-by-side says why). pytest
-# exits 5 when it collected nothing: that is a failure here when neither run collected a test.
+# The cluster test and the other tests run side by side (scripts/test-side-by-side says why); both get
+# PYTEST_ARGS (but not -m: each run has its own). pytest exits 5 when it collected nothing: that is a
+# failure here when neither run collected a test.
 test: host venv lint
 	scripts/test-side-by-side $(BIN)/pytest --durations=15 $(PYTEST_ARGS)
 
