@@ -12,7 +12,8 @@ worker's kubelet; then one run changes the Memory Manager policy (a reset, one n
 numa-align from its systemd unit to its DaemonSet (the lab registry's image), pinned pods pass under both;
 a deploy changes nothing (every stage is idempotent and the reset is not done again); numa-align goes back
 to its unit; destroy.
-Slow (24 to 27 minutes with cached binaries and images on 2 cores); marked `cluster` and run in CI.
+Slow (24 to 30 minutes with cached binaries and images on 2 cores; `make test` runs its other tests beside it);
+marked `cluster` and run in CI.
 """
 
 from __future__ import annotations
