@@ -141,6 +141,22 @@ class Side(Tally):
                 f"{self.count(PENDING)} pending, all decided in {self.seconds:.0f} s")
 
 
+AFFINITY_ERROR = "TopologyAffinityError"
+
+
+def judge_default(side: Side) -> list[str]:
+    """The baseline: the default scheduler must have bound at least one pod where no cell fits it, for the
+    kubelet to reject it with TopologyAffinityError. Without one the scenario showed nothing the NUMA-aware
+    side could be better at (the pressure did not split any worker's free CPUs), and the case says so."""
+    rejected = [why for kind, why in side.outcomes.values() if kind == REJECTED]
+    if any(why.startswith(AFFINITY_ERROR) for why in rejected):
+        return []
+    others = f" (rejected for other reasons: {sorted(set(rejected))})" if rejected else ""
+    return [f"baseline did not happen: no pod of the default scheduler was rejected with {AFFINITY_ERROR}"
+            f"{others}, so the comparison proves nothing; the pressure pods must leave some worker with more "
+            "free CPUs than any one of its cells holds"]
+
+
 def judge_numa_aware(side: Side, expected_running: int) -> list[str]:
     """The NUMA-aware scheduler's goal: no rejection, every pod that fits Running, the rest Pending with
     the plugin's reason."""

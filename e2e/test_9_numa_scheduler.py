@@ -1,9 +1,10 @@
 """Case 9: the default scheduler and the NUMA-aware one side by side (see side_by_side.py for the set-up).
 
-Rows: `numa-scheduler:default-scheduler` (n/a: what it does, for comparison: pods bound where no cell fits
-them are rejected by the kubelet), `numa-scheduler:numa-aware` (pass: no rejection, every pod that fits
-Running, the rest Pending with the plugin's reason) and `numa-scheduler:deployment` (the same pods as one
-NUMA-aware Deployment: no rejection loop, no pod made beyond its replicas). Needs the NUMA-aware
+Rows: `numa-scheduler:default-scheduler` (the baseline, pass: at least one pod it bound where no cell fits
+was rejected by the kubelet with TopologyAffinityError; without one the comparison proves nothing),
+`numa-scheduler:numa-aware` (pass: no rejection, every pod that fits Running, the rest Pending with the
+plugin's reason) and `numa-scheduler:deployment` (the same pods as one NUMA-aware Deployment: no rejection
+loop, no pod made beyond its replicas). Needs the NUMA-aware
 scheduler running (the lab's `numa_scheduler`); its absence is a failure that says so.
 """
 
@@ -20,6 +21,7 @@ from side_by_side import (
     NUMA_AWARE,
     contender_deployment,
     contender_pod,
+    judge_default,
     judge_deployment,
     judge_numa_aware,
     run_deployment,
@@ -92,7 +94,9 @@ def test_numa_aware_scheduler_places_by_cell_where_the_default_one_gets_rejectio
     finally:
         cluster.delete_pods(names)
     setup = f"{contenders} pods of {cpus} CPUs, {expected} fit in one cell each: "
-    results.add(ALL_NODES, ALL_NODES, f"{CASE}:{DEFAULT}", None, detail=setup + sides[DEFAULT].summary())
+    problems = judge_default(sides[DEFAULT])  # the baseline: without its rejections the comparison shows nothing
+    results.add(ALL_NODES, ALL_NODES, f"{CASE}:{DEFAULT}", not problems,
+                detail=setup + sides[DEFAULT].summary() + ("; " + "; ".join(problems) if problems else ""))
     problems = judge_numa_aware(sides[NUMA_AWARE], expected)
     results.add(ALL_NODES, ALL_NODES, f"{CASE}:{NUMA_AWARE}", not problems,
                 detail=setup + sides[NUMA_AWARE].summary() + ("; " + "; ".join(problems) if problems else "")

@@ -307,9 +307,10 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                 assert row[3] == "pass", row
         # Side by side: the default scheduler's pods rejected by the kubelets, the NUMA-aware one's never
         note_rows(table, "numa-scheduler")
-        side = next(line.split() for line in table.splitlines()
-                    if line.split()[:3] == ["*", "*", "numa-scheduler:numa-aware"])
-        assert side[3] == "pass", side
+        for row in ("default-scheduler", "numa-aware"):  # both sides: the baseline's rejections happened
+            side = next(line.split() for line in table.splitlines()
+                        if line.split()[:3] == ["*", "*", f"numa-scheduler:{row}"])
+            assert side[3] == "pass", side
         deployment = next(line.split() for line in table.splitlines()
                           if line.split()[:3] == ["*", "*", "numa-scheduler:deployment"])
         assert deployment[3] == "pass", deployment  # a Deployment past what fits: no rejection loop

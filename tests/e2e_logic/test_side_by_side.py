@@ -169,3 +169,17 @@ def test_waiting_for_a_resyncable_view_ends_when_the_objects_catch_up_or_names_t
     stuck = [nrt("worker-3", "pfp0v001deadbeefdeadbeef")]
     assert side_by_side.wait_resyncable(lambda: stuck, lambda: running, timeout=0.0, every=0.0, grace=0.0) \
         == ["worker-3"]
+
+
+def test_the_default_side_is_the_baseline_and_fails_without_a_topology_affinity_rejection() -> None:
+    shown = side_by_side.Side("default-scheduler", {"a": ("running", "worker-3"),
+                                                    "b": ("rejected", "TopologyAffinityError: Resources cannot be "
+                                                                      "allocated with Topology locality")}, 3.0)
+    assert side_by_side.judge_default(shown) == []
+    nothing = side_by_side.Side("default-scheduler", {"a": ("running", "worker-3"), "b": ("running", "worker-1")},
+                                3.0)
+    (problem,) = side_by_side.judge_default(nothing)
+    assert problem.startswith("baseline did not happen") and "TopologyAffinityError" in problem
+    other = side_by_side.Side("default-scheduler", {"a": ("rejected", "OutOfcpu: Node didn't have enough")}, 3.0)
+    (problem,) = side_by_side.judge_default(other)
+    assert "OutOfcpu" in problem  # a rejection for another reason is no baseline either, and is named
