@@ -26,12 +26,23 @@ def core_api(kubeconfig: Path) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
 
 
-def read_node(kubeconfig: Path, node: str) -> Any | None:
-    """The Node object, or None when it does not exist or the API does not answer."""
+def read_node(kubeconfig: Path, node: str, must_answer: bool = False) -> Any | None:
+    """The Node object, or None when it does not exist or the API does not answer. With `must_answer`, None
+    means only that the API answered that it does not exist (404): no answer, or any other error, is raised
+    (one of Problem; problem_text says it in one line), for a caller that must not take one for the other."""
     try:
         return core_api(kubeconfig).read_node(node, _request_timeout=5)
-    except Problem:
+    except Problem as exc:
+        if must_answer and not (isinstance(exc, ApiException) and exc.status == 404):
+            raise
         return None
+
+
+def problem_text(exc: BaseException) -> str:
+    """One line for one of Problem: the API server's status and reason, or why none answered."""
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}" if exc.status else f"no answer: {exc.reason}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def node_is_ready(node: Any | None) -> bool:
@@ -120,9 +131,10 @@ def pods_and_last_events(core: client.CoreV1Api, namespace: str, app: str) -> st
     return "; ".join(described)
 
 
-def wait_daemonset_ready(kubeconfig: Path, namespace: str, daemonset: str, timeout: float) -> None:
-    """Wait until every scheduled pod of `daemonset` runs its current template and is ready; a timeout names
-    each pod with its phase and last event."""
+def wait_daemonset_ready(kubeconfig: Path, namespace: str, daemonset: str, timeout: float,
+                         nodes: int | None = None) -> None:
+    """Wait until every scheduled pod of `daemonset` runs its current template and is ready (and, given
+    `nodes`, it is scheduled on that many nodes); a timeout names each pod with its phase and last event."""
     core = core_api(kubeconfig)
     apps = client.AppsV1Api(core.api_client)
     deadline = time.monotonic() + timeout
@@ -131,6 +143,7 @@ def wait_daemonset_ready(kubeconfig: Path, namespace: str, daemonset: str, timeo
             found = apps.read_namespaced_daemon_set(daemonset, namespace, _request_timeout=5)
             status, wanted = found.status, found.status.desired_number_scheduled or 0
             if ((status.observed_generation or 0) >= (found.metadata.generation or 0) and wanted > 0
+                    and (nodes is None or wanted == nodes)
                     and (status.updated_number_scheduled or 0) == wanted and (status.number_ready or 0) == wanted):
                 return
         except Problem:

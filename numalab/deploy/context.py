@@ -26,26 +26,25 @@ from numalab.model.cluster import (
     choose_distribution,
     cluster_from_groups,
 )
+from numalab.model.cluster_keys import CLUSTER_KEYS, NODE_KEYS
 from numalab.model.errors import ValidationError
+from numalab.model.node_reset import EMPTYDIR_KEY, FORCE_KEY, DrainOptions
 from numalab.model.rke2_install import Rke2Install, rke2_install_from_data
 from numalab.progress import say
 
 T = TypeVar("T")
 CLUSTER_GROUPS = ("registry", "rke2_servers", "rke2_agents")
 DEFAULTS: dict[str, Any] = {
-    "k8s_distribution": "auto",
-    "k8s_binaries": None,  # go:vX.Y.Z (default: the pinned release), a directory or a server tarball
+    **CLUSTER_KEYS,  # checked for agreement between hosts (numalab.model.cluster_keys), as NODE_KEYS are
+    **NODE_KEYS,
     "k8s_server_runs_pods": False,
-    "k8s_state_dir": None,  # controller-side: pki, kubeconfig, wheels (lab: the lab's state dir)
     "k8s_node_ready_timeout": 600,
+    "drain_force": False,  # a policy-change reset's drain evicts pods no controller owns (kubectl drain --force)
+    "drain_delete_emptydir_data": False,  # ... and pods with emptyDir data (kubectl drain --delete-emptydir-data)
     "kubelet_settings": {},  # numalab.model.kubelet settings (policies, reservations)
-    "numa_align_install": "systemd",
-    "numa_align_image": None,  # for numa_align_install: daemonset
     "numa_scheduler": None,  # the NUMA-aware second scheduler (None: on in an upstream lab, off elsewhere)
-    "numa_align_nrt": None,  # numa-align publishes NodeResourceTopology (None: where it has credentials)
     "numa_metrics": None,  # Prometheus on the registry host scrapes numa-align (None: on in an upstream lab)
     "kubelet_allow_newer": False,  # apply the newest known kubelet's rules to a newer kubelet
-    "rke2_registry_airgap": False,  # rke2: system-default-registry is the lab registry
     "go_max_procs": None,  # GOMAXPROCS of the Go daemons numa-lab runs (None: 1 on a host emulated in software)
 }
 
@@ -64,6 +63,16 @@ def once(host: Host, key: str, compute: Callable[[], T]) -> T:
     if key not in cache:
         cache[key] = compute()
     return cache[key]
+
+
+def drain_options(host: Host) -> DrainOptions:
+    """What this node's drain may evict beyond pods a controller re-creates (drain_force,
+    drain_delete_emptydir_data); refused, naming the key, unless true or false."""
+    values = {key: data(host, key) for key in (FORCE_KEY, EMPTYDIR_KEY)}
+    for key, value in values.items():
+        if not isinstance(value, bool):
+            raise DeployError(f"{host.name}: {key} is {value!r}; expected true or false")
+    return DrainOptions(force=values[FORCE_KEY], delete_emptydir_data=values[EMPTYDIR_KEY])
 
 
 def go_environment(host: Host) -> dict[str, str]:

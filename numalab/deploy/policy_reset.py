@@ -1,16 +1,19 @@
 """The policy-change reset: when a node's CPU or Memory Manager policy (or its reservations under the
 static policies) changes, the kubelet refuses its old checkpoint files and does not start. So: drain the
-node if the API answers (cordon and mark it, evict its pods through the Eviction API so PodDisruptionBudgets
-hold), stop the kubelet (with RKE2: rke2-server or rke2-agent, which runs it), remove the stale files, write
-the new config, start it, and uncordon once it is Ready. Never otherwise: a run with the same policy plans
-nothing, except to finish a reset a failed run left (the node still marked: uncordoned once Ready). Both
-config forms are compared: a KubeletConfiguration (upstream) and RKE2's config.yaml.d drop-in with its
+node (cordon and mark it, evict its pods through the Eviction API so PodDisruptionBudgets hold), stop the
+kubelet (with RKE2: rke2-server or rke2-agent, which runs it), remove the stale files, write the new config,
+start it, and uncordon once it is Ready. It fails closed: no kubelet is stopped on a node not drained. A node
+the API cannot be asked about refuses the run while it is planned (before any stage changes anything), and
+the drain refuses pods it would lose (numalab.model.node_reset). Never otherwise: a run with the same policy
+plans nothing, except to finish a reset a failed run left (the node still marked: uncordoned once Ready).
+Both config forms are compared: a KubeletConfiguration (upstream) and RKE2's config.yaml.d drop-in with its
 `kubelet-arg` list.
 
 One node at a time: `one_node_at_a_time` runs the node stage of the nodes the cluster already has that plan
 a reset in turn, each after the one before it finished on its host (Ready, uncordoned); the mark keeps any
 other run from starting a second reset meanwhile (numalab.deploy.draining). A node that plans none drains
-nothing, and goes at once: a run that resets no node does not walk the nodes one by one.
+nothing, and goes at once: a run that resets no node does not walk the nodes one by one. Nor does a node the
+API answers it does not have (a first join: no pods to protect); one it cannot be asked about never goes.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from pathlib import Path
 
 import yaml
 from pyinfra import host
+from pyinfra.api.exceptions import DeployError
 from pyinfra.api.host import Host
 from pyinfra.operations import files, python, systemd
 
 from numalab.deploy import api, context, draining
 from numalab.deploy.operations import stage_barrier
 from numalab.model.kubelet import state_files_to_remove
-from numalab.model.node_reset import release_planned
+from numalab.model.node_reset import release_planned, unreachable_message
 
 RKE2_KUBELET_ARGS = ("kubelet-arg", "kubelet-arg+")
 
@@ -56,7 +60,7 @@ def before_config(stale: list[str], kubeconfig: Path, name: str, service: str = 
     if not stale:
         return
     python.call(name=f"Drain {name}: its manager policy changed", function=draining.drain,
-                kubeconfig=kubeconfig, node=name)
+                kubeconfig=kubeconfig, node=name, options=context.drain_options(host))
     systemd.service(name=f"Stop {service} (its kubelet) for the policy change", service=service, running=False)
     for path in stale:
         files.file(name=f"Remove {path} (written under the old policy)", path=path, present=False)
@@ -73,9 +77,19 @@ def one_node_at_a_time(stage: Callable[[], object], reset: Sequence[str]) -> Non
     """Run the node `stage` on this host in its turn when it plans a `reset` (the state files it will remove),
     at once otherwise; call it from the same line on every host that runs pods. A node the cluster does
     not have yet has no pods to protect and goes at once too."""
+    context.drain_options(host)  # checked on every run, not only on the one that needs them
     name = context.node_name(host)
-    joined = api.read_node(context.state_dir(host) / "kubeconfig", name) is not None
-    take_turns(host, context.cluster_of(host).node_names, name, joined and bool(reset), stage)
+    in_turn = bool(reset) and joined(context.state_dir(host) / "kubeconfig", name)
+    take_turns(host, context.cluster_of(host).node_names, name, in_turn, stage)
+
+
+def joined(kubeconfig: Path, name: str) -> bool:
+    """Has the cluster Node `name`? Asked while the run is planned: an API that does not answer (or answers
+    with an error) refuses the run here, before any stage changes anything, never taken for "not joined"."""
+    try:
+        return api.read_node(kubeconfig, name, must_answer=True) is not None
+    except api.Problem as exc:
+        raise DeployError(unreachable_message(name, api.problem_text(exc), kubeconfig)) from None
 
 
 def take_turns(on: Host, order: Sequence[str], name: str, in_turn: bool, stage: Callable[[], object]) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from numalab.model.cluster_keys import check_agreement
 from numalab.model.errors import ValidationError
 
 DISTRIBUTIONS = ("auto", "rke2", "upstream")
@@ -140,6 +141,9 @@ def cluster_from_groups(
         raise ValidationError("inventory.rke2_agents", "no host runs pods: add agents or set k8s_server_runs_pods")
     registry = _host(*registries[0][:2], "registry", False) if registries else None
     _check_unique([server, *agents, *([registry] if registry else [])])
+    check_agreement([(server.name, server_data, server.runs_pods)]
+                    + [(n, data, True) for n, _, data in groups.get("rke2_agents", ())]
+                    + [(n, data, False) for n, _, data in registries])
     services = _network(service_cidr, "k8s_service_cidr")
     pods = _network(cluster_cidr, "k8s_cluster_cidr")
     if services.overlaps(pods):

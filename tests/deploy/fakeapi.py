@@ -1,6 +1,7 @@
 """A tiny Kubernetes API on 127.0.0.1 (plain HTTP) for the drain: nodes (get, list, strategic-merge patch),
 pods by spec.nodeName, the Eviction subresource with PodDisruptionBudgets (matchLabels) that refuse with
-429 while they allow no disruption, and the budgets' list. It records every eviction asked for."""
+429 while they allow no disruption, and the budgets' list. It records every eviction asked for; with
+`failing` set it answers every request with that status (an API server in trouble)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,19 @@ def node(name: str, ready: bool = True, unschedulable: bool = False, annotations
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def pod(namespace: str, name: str, on: str, labels: dict | None = None, owner: str | None = None) -> dict:
+def pod(namespace: str, name: str, on: str, labels: dict | None = None, owner: str | None = None,
+        emptydir: bool = False, phase: str = "Running") -> dict:
+    """A pod on node `on`; `owner`: the kind of its controller (None: a bare pod); `emptydir`: it has an emptyDir
+    volume."""
     meta: dict[str, Any] = {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
                             "labels": dict(labels or {})}
     if owner:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "owner"}]
-    return {"metadata": meta, "spec": {"nodeName": on, "containers": [{"name": "c", "image": "i"}]}}
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "owner",
+                                    "controller": True}]
+    spec: dict[str, Any] = {"nodeName": on, "containers": [{"name": "c", "image": "i"}]}
+    if emptydir:
+        spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
 @dataclass
@@ -50,6 +58,7 @@ class FakeCluster:
     pods: dict[tuple[str, str], dict] = field(default_factory=dict)
     budgets: list[Budget] = field(default_factory=list)
     evictions: list[tuple[str, str, int]] = field(default_factory=list)
+    failing: int | None = None  # every request answered with this status
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, *objects: dict) -> None:
@@ -105,8 +114,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> dict:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
+    def _failed(self) -> bool:
+        """Answer with the cluster's `failing` status, if set (True: answered)."""
+        if self.cluster.failing is None:
+            return False
+        code = self.cluster.failing
+        self._send(code, {"kind": "Status", "code": code, "reason": "ServiceUnavailable"})
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         url = urlsplit(self.path)
+        if self._failed():
+            return None
         with self.cluster.lock:
             if url.path == "/api/v1/nodes":
                 return self._send(200, {"kind": "NodeList", "metadata": {}, "items": list(self.cluster.nodes.values())})
@@ -125,6 +144,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:  # noqa: N802
         match = re.fullmatch(r"/api/v1/nodes/([^/]+)", urlsplit(self.path).path)
+        if self._failed():
+            return None
         with self.cluster.lock:
             found = self.cluster.nodes.get(match[1]) if match else None
             if found is None:
@@ -137,6 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not match:
             return self._send(404, {"kind": "Status", "code": 404})
         self._body()
+        if self._failed():
+            return None
         with self.cluster.lock:
             self._send(*self.cluster.evict(match[1], match[2]))
 

@@ -23,6 +23,7 @@ from numalab.model.node_reset import (
     KEPT,
     MARK,
     MIRROR,
+    DrainOptions,
     ResetError,
     blocked_message,
     budgets_of,
@@ -124,7 +125,8 @@ def v1_node(name: str, ready: bool = True, unschedulable: bool = False, mark: st
 
 
 def v1_pod(name: str, labels: dict | None = None, owner: str | None = None, mirror: bool = False) -> client.V1Pod:
-    refs = [client.V1OwnerReference(api_version="apps/v1", kind=owner, name="x", uid="u")] if owner else None
+    refs = [client.V1OwnerReference(api_version="apps/v1", kind=owner, name="x", uid="u", controller=True)
+            ] if owner else None
     annotations = {MIRROR: "hash"} if mirror else None
     return client.V1Pod(metadata=client.V1ObjectMeta(name=name, namespace="apps", labels=labels,
                                                      owner_references=refs, annotations=annotations))
@@ -205,6 +207,7 @@ def planned(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
     calls: list[tuple[str, dict]] = []
     for module, op in ((policy_reset.python, "call"), (policy_reset.systemd, "service"), (policy_reset.files, "file")):
         monkeypatch.setattr(module, op, lambda _op=op, **kwargs: calls.append((_op, kwargs)))
+    monkeypatch.setattr(policy_reset.context, "drain_options", lambda host: DrainOptions(force=True))
     return calls
 
 
@@ -225,4 +228,5 @@ def test_a_reset_drains_through_the_eviction_api_before_stopping_the_kubelet(pla
     policy_reset.before_config([MEMORY_MANAGER_STATE], tmp_path / "kubeconfig", "worker-1", service="rke2-agent")
     assert [op for op, _ in planned] == ["call", "service", "file"]
     assert planned[0][1]["function"] is draining.drain
+    assert planned[0][1]["options"] == DrainOptions(force=True)  # the host data's opt-ins reach the drain
     assert planned[1][1]["service"] == "rke2-agent" and planned[1][1]["running"] is False

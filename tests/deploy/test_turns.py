@@ -85,7 +85,7 @@ def test_joined_nodes_that_plan_no_reset_go_at_once_and_the_resetting_one_in_its
     monkeypatch.setattr(policy_reset.context, "node_name", lambda host: host.name.removeprefix("@fake/"))
     monkeypatch.setattr(policy_reset.context, "state_dir", lambda host: Path("/nonexistent"))
     monkeypatch.setattr(policy_reset.context, "cluster_of", lambda host: SimpleNamespace(node_names=NODES))
-    monkeypatch.setattr(policy_reset.api, "read_node", lambda kubeconfig, name: object())  # every node joined
+    monkeypatch.setattr(policy_reset.api, "read_node", lambda kubeconfig, name, **_: object())  # every node joined
     stale = {"worker-2": ["/var/lib/kubelet/memory_manager_state"]}
     events = run(monkeypatch, lambda host, name, stage: policy_reset.one_node_at_a_time(stage, stale.get(name, [])))
     assert sorted(events[:4]) == [("end", "worker-1"), ("end", "worker-3"), ("start", "worker-1"),
