@@ -1,10 +1,10 @@
 """Cluster objects numa-lab applies from the controller: cluster DNS (CoreDNS) and the numa-align DaemonSet
-(daemonset install).
+(daemonset install), with the node label that keeps it to the nodes numa-lab manages.
 
 A rendered manifest carries its own checksum (on its workload): a stage applies only when the checksum
-differs from what is live. The numa-align one also carries one of its settings (on the pod template), so a
-settings change rolls the pods (envFrom alone would not restart them). Every object is applied server-side
-with numa-lab as its field manager, whatever its kind.
+differs from what is live. The numa-align one also carries a checksum of its settings (on the pod
+template), so a settings change rolls the pods (a ConfigMap change alone would not restart them). Every
+object is applied server-side with numa-lab as its field manager, whatever its kind.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import yaml
 from kubernetes import client, dynamic
 
 from numalab.deploy import api
+from numalab.model.plugin_settings import DaemonSetSettings
 from numalab.render import render
 
 NAMESPACE = "kube-system"
@@ -29,6 +30,12 @@ MANIFEST_CHECKSUM = "numa-lab/manifest-sha256"
 SETTINGS_CHECKSUM = "numa-lab/settings-sha256"
 FIELD_MANAGER = "numa-lab"
 APP_LABEL = "app.kubernetes.io/name"
+NODE_LABEL = "numa-lab/numa-align"
+"""On the nodes numa-lab runs kubelets with its managers on: the DaemonSet's nodeSelector, so a server that
+runs no pinned pods never gets a numa-align that would publish a policy its kubelet does not have."""
+NODE_LABEL_VALUE = "daemonset"
+NODE_SETTINGS_DIR = "/etc/numa-align/nodes"
+NODE_SETTINGS_FILE = "nodes.json"
 
 
 @dataclass(frozen=True)
@@ -53,15 +60,16 @@ def manifest_checksum(text: str, kind: str) -> str:
     return _documents(text)[kind]["metadata"]["annotations"][MANIFEST_CHECKSUM]
 
 
-def numa_align_daemonset(image: str, env: dict[str, str], nrt: bool = False) -> str:
-    """The manifests, checksums included; NUMA_SOCKET_DIR and NUMA_SYSFS_ROOT are the DaemonSet's own. With
-    `nrt` the pods get their ServiceAccount's token and their node's name to publish with."""
-    settings = {k: v for k, v in env.items() if k not in ("NUMA_SOCKET_DIR", "NUMA_SYSFS_ROOT")}
-    socket_dir = env.get("NUMA_SOCKET_DIR", SOCKET_DIR)
+def numa_align_daemonset(image: str, settings: DaemonSetSettings, nrt: bool = False) -> str:
+    """The manifests, checksums included: every node's settings in one ConfigMap file, the pods kept to the
+    nodes labelled NODE_LABEL. With `nrt` the pods get their ServiceAccount's token to publish with."""
+    config = {NODE_SETTINGS_FILE: settings.nodes_json()}
+    socket_dir = settings.socket_dir
     values = dict(namespace=NAMESPACE, image=image, image_pull_policy="IfNotPresent", socket_dir=socket_dir,
                   pod_resources_dir=str(PurePosixPath(socket_dir).parent / "pod-resources"), sysfs_dir="/sys",
-                  env=settings, metrics_port=None, node_selector={}, nrt=nrt,
-                  settings_checksum=_sha256(json.dumps(settings, sort_keys=True)))
+                  config=config, node_settings_dir=NODE_SETTINGS_DIR, node_settings_file=NODE_SETTINGS_FILE,
+                  metrics_port=settings.metrics_port, node_selector={NODE_LABEL: NODE_LABEL_VALUE}, nrt=nrt,
+                  settings_checksum=_sha256(json.dumps(config, sort_keys=True)))
     return checksummed(TEMPLATE, **values)
 
 
@@ -121,9 +129,28 @@ def numa_align_present(kubeconfig: Path) -> bool:
     return bool(daemonsets or pods)
 
 
+def nodes_to_label(kubeconfig: Path, nodes: list[str]) -> list[str]:
+    """The `nodes` that do not carry NODE_LABEL yet (all of them when the API does not answer: the label
+    call then says why)."""
+    missing = []
+    for name in nodes:
+        found = api.read_node(kubeconfig, name)
+        if found is None or (found.metadata.labels or {}).get(NODE_LABEL) != NODE_LABEL_VALUE:
+            missing.append(name)
+    return missing
+
+
+def label_nodes(kubeconfig: Path, nodes: list[str]) -> None:
+    """Put NODE_LABEL on each of `nodes`, which the DaemonSet's nodeSelector asks for."""
+    core = api.core_api(kubeconfig)
+    for name in nodes:
+        core.patch_node(name, {"metadata": {"labels": {NODE_LABEL: NODE_LABEL_VALUE}}}, _request_timeout=10)
+
+
 def remove_numa_align(kubeconfig: Path, timeout: float) -> None:
-    """Delete the DaemonSet, its ConfigMap and ServiceAccount, and wait until its last pod is gone (each pod
-    removes its sockets as it stops), so a systemd install never meets a second plugin."""
+    """Delete the DaemonSet, its ConfigMap and ServiceAccount, take NODE_LABEL off the nodes, and wait until its
+    last pod is gone (each pod removes its sockets as it stops), so a systemd install never meets a second
+    plugin."""
     core = api.core_api(kubeconfig)
     apps = client.AppsV1Api(core.api_client)
     for delete in (apps.delete_namespaced_daemon_set, core.delete_namespaced_config_map,
@@ -133,6 +160,8 @@ def remove_numa_align(kubeconfig: Path, timeout: float) -> None:
         except api.ApiException as exc:
             if exc.status != 404:
                 raise
+    for node in core.list_node(label_selector=NODE_LABEL, _request_timeout=10).items:
+        core.patch_node(node.metadata.name, {"metadata": {"labels": {NODE_LABEL: None}}}, _request_timeout=10)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not numa_align_present(kubeconfig):

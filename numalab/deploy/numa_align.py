@@ -5,7 +5,9 @@ uploaded and installed into a venv at /opt/numa-align, run by the unit from temp
 restarted when the wheels or its settings change. `daemonset`: the DaemonSet manifests from
 templates/plugin/ are applied with the image the user names (`numa_align_image`; in an inventory with a
 registry, the lab's own numa-lab/numa-align image by digest) when they differ from what is live (image,
-settings or manifest); a settings change rolls the pods.
+settings or manifest); a settings change rolls the pods. Each node's pod runs with that node's own settings
+(its kubelet's reserved CPUs, topology policy and scope: one ConfigMap file holds every node's entry), only
+on the nodes numa-lab labels (its kubelets), and is ready once registered with its kubelet.
 
 Switching one way removes the other first, so two plugins never serve the same node: to daemonset, each
 node's unit is stopped and its unit file, venv and link removed; to systemd, the DaemonSet and its objects
@@ -20,6 +22,7 @@ from pathlib import PurePosixPath
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
+from pyinfra.context import ctx_host
 from pyinfra.facts.files import File
 from pyinfra.facts.server import Command
 from pyinfra.operations import files, python, server, systemd
@@ -31,7 +34,7 @@ from numalab.deploy.policy import node_policy
 from numalab.deploy.wheelhouse import wheelhouse
 from numalab.images.lab_images import lab_image_reference
 from numalab.model.errors import ValidationError
-from numalab.model.plugin_settings import nrt_settings
+from numalab.model.plugin_settings import DaemonSetSettings, daemonset_settings, nrt_settings
 from numalab.model.plugin_settings import plugin_settings as settings_for
 from numalab.render import render
 
@@ -183,21 +186,44 @@ def daemonset_image() -> str:
     return lab_image_reference(registry, IMAGE_KEY, controller.binaries(host).version)
 
 
+def _every_node_settings() -> DaemonSetSettings:
+    """Every node's own settings, each computed as that node's own stage computes them (its facts, its kubelet
+    policy: pyinfra's host switched to it), for the one DaemonSet that serves them all."""
+    cluster = context.cluster_of(host)
+    others = {context.node_name(other): other for group in context.CLUSTER_GROUPS
+              for other in host.inventory.get_group(group, [])}
+    per_node = {}
+    for name in cluster.node_names:
+        with ctx_host.use(others[name]):
+            per_node[name] = plugin_settings()
+    try:
+        return daemonset_settings(per_node)
+    except ValidationError as exc:
+        raise DeployError(f"inventory: {exc}") from None
+
+
 def _daemonset_install() -> None:
     _remove_systemd_install()
     if not _applies_cluster_objects():
         return  # one host applies the cluster-wide DaemonSet
     image = daemonset_image()
     kubeconfig = context.state_dir(host) / "kubeconfig"
-    text = manifests.numa_align_daemonset(image, plugin_settings(), nrt=context.publishes_nrt(host))
+    every = _every_node_settings()
+    nodes = sorted(every.nodes)
+    unlabelled = manifests.nodes_to_label(kubeconfig, nodes)
+    if unlabelled:
+        python.call(name=f"Label {', '.join(unlabelled)} {manifests.NODE_LABEL}={manifests.NODE_LABEL_VALUE} "
+                         "(the numa-align DaemonSet's nodes)",
+                    function=manifests.label_nodes, kubeconfig=kubeconfig, nodes=unlabelled)
+    text = manifests.numa_align_daemonset(image, every, nrt=context.publishes_nrt(host))
     if not manifests.needs_apply(text, manifests.live_state(kubeconfig)):
         host.noop(f"the numa-align DaemonSet already runs {image} with these settings")
         return
     python.call(name="Apply the numa-align DaemonSet (its pods roll on a new image or settings)",
                 function=manifests.apply, kubeconfig=kubeconfig, text=text)
-    python.call(name="Wait until a numa-align pod runs the new template on every node",
+    python.call(name="Wait until a numa-align pod runs the new template on every node, registered",
                 function=api.wait_daemonset_ready, kubeconfig=kubeconfig, namespace=manifests.NAMESPACE,
-                daemonset=manifests.NAME, timeout=READY_TIMEOUT)
+                daemonset=manifests.NAME, timeout=READY_TIMEOUT, nodes=len(nodes))
 
 
 @deploy("numa_align")

@@ -4,10 +4,13 @@ pods can get."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from numa_align.cpulist import format_cpulist
+from numa_align.settings import SettingsError, read_settings
 
 from numalab.model.errors import ValidationError
 
@@ -51,3 +54,51 @@ def nrt_settings(policy: str, scope: str | None, kubeconfig: str | None = None,
     if node_name:
         settings["NUMA_ALIGN_NODE_NAME"] = node_name
     return settings
+
+
+DAEMONSET_OWNED = ("NUMA_SOCKET_DIR", "NUMA_SYSFS_ROOT")
+"""Set by the DaemonSet's pod template itself (its hostPath mount and sysfs mount), not per node."""
+METRICS_ADDR = "NUMA_METRICS_ADDR"
+
+
+@dataclass(frozen=True)
+class DaemonSetSettings:
+    """What one DaemonSet serves every node with: the one pod template's socket dir and metrics port, and each
+    node's own settings (its file entry: numa_align.node_settings)."""
+
+    socket_dir: str
+    metrics_port: int | None
+    nodes: Mapping[str, Mapping[str, str]]
+
+    def nodes_json(self) -> str:
+        """The ConfigMap's file of every node's settings: one node a line, sorted, so a diff reads well."""
+        lines = [f"{json.dumps(node)}: {json.dumps(dict(sorted(self.nodes[node].items())))}"
+                 for node in sorted(self.nodes)]
+        return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def daemonset_settings(per_node: Mapping[str, Mapping[str, str]]) -> DaemonSetSettings:
+    """Every node's plugin settings (plugin_settings + nrt_settings) as one DaemonSet runs them. The pod
+    template is shared, so the kubelet's device-plugins dir (a hostPath) and the metrics port (the readiness
+    probe's) must be the same on every node: a difference is refused naming the nodes and values."""
+    if not per_node:
+        raise ValidationError("numa_align_install", "no node runs the numa-align DaemonSet")
+    socket_dir = _agreed(per_node, "NUMA_SOCKET_DIR", DEFAULT_SETTINGS["NUMA_SOCKET_DIR"])
+    metrics = _agreed(per_node, METRICS_ADDR, None)
+    try:
+        address = read_settings({} if metrics is None else {METRICS_ADDR: metrics}, {}, serving=False).metrics_addr
+    except SettingsError as exc:
+        raise ValidationError(f"numa_align_settings.{METRICS_ADDR}", str(exc)) from None
+    nodes = {node: {k: v for k, v in settings.items() if k not in DAEMONSET_OWNED}
+             for node, settings in per_node.items()}
+    return DaemonSetSettings(socket_dir, None if address is None else address[1], nodes)
+
+
+def _agreed(per_node: Mapping[str, Mapping[str, str]], key: str, default: str | None) -> str | None:
+    values = {node: settings.get(key, default) for node, settings in per_node.items()}
+    if len(set(values.values())) > 1:
+        listed = ", ".join(f"{node}={value!r}" for node, value in sorted(values.items()))
+        raise ValidationError(f"numa_align_settings.{key}",
+                              f"differs between the nodes one numa-align DaemonSet serves ({listed}): its pods share "
+                              "one template; set it the same on every node, or use numa_align_install: systemd")
+    return next(iter(values.values()))

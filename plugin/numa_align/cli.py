@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from numa_align import __version__
+from numa_align.cpulist import format_cpulist
+from numa_align.node_settings import node_environment
 from numa_align.settings import OPTIONS, Settings, SettingsError, read_settings
 
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ def _discover(parsed: argparse.Namespace) -> int:
     from numa_align.discovery import describe, discover
 
     try:
-        settings = read_settings(os.environ, _flags(parsed), serving=False)
+        settings = read_settings(node_environment(os.environ), _flags(parsed), serving=False)
         host = discover(settings)
     except SettingsError as exc:
         print(f"numa-align: {exc}", file=sys.stderr)
@@ -95,7 +97,7 @@ def _serve(parsed: argparse.Namespace) -> int:
     from numa_align.running import Plugin
 
     try:
-        settings = read_settings(os.environ, _flags(parsed), serving=True)
+        settings = read_settings(node_environment(os.environ), _flags(parsed), serving=True)
         host = discover(settings)
         client = _kube_client(settings, flag_given=parsed.kubeconfig is not None)
     except SettingsError as exc:
@@ -115,9 +117,9 @@ def _serve(parsed: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     memory_only = ",".join(str(n.id) for n in host.memory_only_nodes) or "none"
     log.info(
-        "numa-align %s: %d NUMA nodes with CPUs (%s), memory-only nodes: %s, capacity %s, sockets in %s",
-        __version__, len(host.cpu_nodes), ",".join(str(n.id) for n in host.cpu_nodes), memory_only,
-        settings.capacity, settings.socket_dir,
+        "numa-align %s: %d NUMA nodes with CPUs (%s), memory-only nodes: %s, capacity %s, reserved CPUs %s, "
+        "sockets in %s", __version__, len(host.cpu_nodes), ",".join(str(n.id) for n in host.cpu_nodes), memory_only,
+        settings.capacity, format_cpulist(settings.reserved_cpus) or "none", settings.socket_dir,
     )
     if client is not None:
         log.info("publishing NodeResourceTopology %s to %s (%s, topology manager %s/%s), polling %s every %gs",

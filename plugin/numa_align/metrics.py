@@ -8,9 +8,13 @@ served, NRT publishing on or off."""
 from __future__ import annotations
 
 import logging
-from http.server import ThreadingHTTPServer
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 
 from numa_align.devices import HEALTHY, UNHEALTHY
 from numa_align.nrt import CPU, MEMORY, Allocatable, ExclusiveUse
@@ -18,8 +22,32 @@ from numa_align.nrt import CPU, MEMORY, Allocatable, ExclusiveUse
 log = logging.getLogger(__name__)
 
 
+READY_PATH = "/readyz"
+"""200 once every resource is registered with the kubelet, 503 (naming those that are not) before: the
+DaemonSet's readiness probe, so a rolling update waits for the kubelet to know the new pod."""
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        """No line per request: the kubelet's probe and Prometheus' scrape would fill the journal."""
+
+
+def _with_readiness(metrics_app: Callable, ready: Callable[[], tuple[bool, str]]) -> Callable:
+    def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != READY_PATH:
+            return metrics_app(environ, start_response)
+        ok, why = ready()
+        start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+        return [(why + "\n").encode()]
+    return app
+
+
 class Metrics:
-    """The plugin's gauges and counters; `serve(host, port)` exposes them at /metrics."""
+    """The plugin's gauges and counters; `serve(host, port)` exposes them at /metrics, and READY_PATH."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -59,7 +87,8 @@ class Metrics:
             "numa_align_node_pods_pinned",
             "Pods with exclusive CPUs, NUMA-placed memory or numa-align devices on the NUMA node", ["node"], registry=r)
         self._cells: set[int] = set()
-        self._server: ThreadingHTTPServer | None = None
+        self._registered: dict[str, bool] = {}
+        self._server: WSGIServer | None = None
 
     def set_node(self, node: int, cpus: int, memory: int, memory_only: bool = False) -> None:
         self.node_cpus.labels(node=str(node)).set(cpus)
@@ -88,10 +117,24 @@ class Metrics:
 
     def set_registered(self, resource: str, registered: bool) -> None:
         self.registered.labels(resource=resource).set(1 if registered else 0)
+        self._registered[resource] = registered
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why): ready once every resource the plugin serves is registered with the kubelet."""
+        waiting = sorted(resource for resource, done in self._registered.items() if not done)
+        if not self._registered:
+            return False, "no resource registered with the kubelet yet"
+        if waiting:
+            return False, "not registered with the kubelet: " + ", ".join(waiting)
+        return True, "registered with the kubelet: " + ", ".join(sorted(self._registered))
 
     def serve(self, host: str, port: int) -> tuple[str, int]:
-        """Start the /metrics HTTP server in a daemon thread; return the address it listens on."""
-        server, _thread = start_http_server(port, addr=host or "0.0.0.0", registry=self.registry)
+        """Start the /metrics (and READY_PATH) HTTP server in a daemon thread; return the address it listens on."""
+        family = socket.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM)[0][0]
+        server_class = type("Server", (_Server,), {"address_family": family})
+        app = _with_readiness(make_wsgi_app(self.registry), self.readiness)
+        server = make_server(host or "0.0.0.0", port, app, server_class, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
         self._server = server
         bound = server.server_address
         log.info("metrics at http://%s:%d/metrics", bound[0], bound[1])

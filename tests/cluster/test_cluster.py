@@ -34,6 +34,7 @@ from kubernetes import client, config
 
 from numalab.lab.spec import Lab
 from tests.cluster.guests import guest_history, ssh
+from tests.cluster.per_node import check_daemonset_per_node
 from tests.cluster.steps import note_deploy, note_durations, note_outages, note_rows, step
 from tests.cluster.timed_run import run_timed
 from tests.lab.conftest import (
@@ -339,6 +340,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert "memory None" in reset_output
         assert "Apply the numa-align DaemonSet" in reset_output
         check_numa_align(state, "daemonset")
+        check_daemonset_per_node(config.new_client_from_config(str(state / "kubeconfig")), WORKERS,
+                                 lambda node: configz(state, node))
         # One node at a time: each worker's reset ends (uncordon) before the next one's drain starts.
         marks = [reset_output.index(f"{action} {worker}") for worker in WORKERS
                  for action in ("Drain", "Uncordon")]

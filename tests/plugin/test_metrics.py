@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import urllib.error
 import urllib.request
 
 import grpc
@@ -13,6 +15,7 @@ from numa_align.sysfs import read_sysfs
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakesysfs import GIB_KIB
+from tests.kubeletdouble.kubelet import KubeletDouble
 from tests.kubeletdouble.podresources import ContainerAlloc, Devices, Memory, PodAlloc, serve_pod_resources
 from tests.plugin.conftest import running_plugin
 from tests.plugin.test_protocol import TWO_NODES, resources
@@ -83,3 +86,42 @@ def test_per_node_gauges_from_the_pod_resources_poll(make_sysfs, socket_dir):
     assert [value("numa_align_node_memory_allocatable_bytes", n) for n in (0, 1)] == [3 * GIB, 4 * GIB]
     assert [value("numa_align_node_memory_allocated_bytes", n) for n in (0, 1)] == [3 * GIB, 2 * GIB]
     assert [value("numa_align_node_pods_pinned", n) for n in (0, 1)] == [2, 2]
+
+
+def ready(address: tuple[str, int]) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{address[0]}:{address[1]}/readyz", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_readyz_is_ok_only_while_every_resource_is_registered_with_the_kubelet(make_sysfs, socket_dir, base_settings):
+    """The DaemonSet's readiness probe: 503 before the kubelet is there, 200 once both resources registered,
+    503 again once the kubelet is gone."""
+    with running_plugin(base_settings, sysfs_root=make_sysfs(TWO_NODES), metrics_addr=("127.0.0.1", 0)) as plugin:
+        status, text = ready(plugin.metrics_address)
+        assert status == 503 and "registered" in text, text  # no kubelet yet: nothing registered
+        double = KubeletDouble(socket_dir)
+        double.start()
+        try:
+            assert double.wait_connected(resources(TWO_NODES))
+            deadline = time.monotonic() + 10
+            while ready(plugin.metrics_address)[0] != 200 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            status, text = ready(plugin.metrics_address)
+            assert status == 200, text
+            assert text.strip() == "registered with the kubelet: numa-align/numa-0, numa-align/numa-2"
+        finally:
+            double.stop()
+        deadline = time.monotonic() + 10  # the kubelet gone: not ready again until it is back
+        while ready(plugin.metrics_address)[0] != 503 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready(plugin.metrics_address)[0] == 503
+
+
+def test_readiness_names_the_resources_not_registered() -> None:
+    metrics = Metrics()
+    metrics.set_registered("numa-align/numa-0", True)
+    metrics.set_registered("numa-align/numa-1", False)
+    assert metrics.readiness() == (False, "not registered with the kubelet: numa-align/numa-1")

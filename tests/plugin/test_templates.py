@@ -9,13 +9,15 @@ from numalab.render import render
 SOCKET_DIR = "/var/lib/kubelet/device-plugins"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 ENV = {"NUMA_CAPACITY": "cpus", "NUMA_RESERVED_CPUS": "0,32", "NUMA_METRICS_ADDR": ":9201", "NUMA_LOG_LEVEL": "info"}
+CONFIG = {"nodes.json": '{\n"worker-1": {"NUMA_RESERVED_CPUS": "0,32"}\n}\n'}
 
 
 def render_daemonset(**changes) -> dict[str, dict]:
     values = {
         "namespace": "kube-system", "image": "registry.local:5000/numa-align:0.1.0",
         "image_pull_policy": "IfNotPresent", "socket_dir": SOCKET_DIR, "pod_resources_dir": POD_RESOURCES_DIR,
-        "sysfs_dir": "/sys", "env": ENV, "metrics_port": 9201, "node_selector": {"numa-lab/numa": "true"},
+        "sysfs_dir": "/sys", "config": CONFIG, "node_settings_dir": "/etc/numa-align/nodes",
+        "node_settings_file": "nodes.json", "metrics_port": 9201, "node_selector": {"numa-lab/numa": "true"},
         "settings_checksum": "s" * 64, "manifest_checksum": "m" * 64, "nrt": False,
     } | changes
     documents = list(yaml.safe_load_all(render("plugin/daemonset.yaml.j2", **values)))
@@ -25,7 +27,7 @@ def render_daemonset(**changes) -> dict[str, dict]:
 def test_daemonset_mounts_the_device_plugins_dir_and_sysfs_at_the_paths_it_passes():
     docs = render_daemonset()
     assert sorted(docs) == ["ConfigMap", "DaemonSet", "ServiceAccount"]
-    assert docs["ConfigMap"]["data"] == ENV  # every value a string, "0,32" included
+    assert docs["ConfigMap"]["data"] == CONFIG  # the file as it is, new lines and quotes included
     pod = docs["DaemonSet"]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"] == "numa-align"
     assert pod["nodeSelector"] == {"numa-lab/numa": "true"}
@@ -33,9 +35,11 @@ def test_daemonset_mounts_the_device_plugins_dir_and_sysfs_at_the_paths_it_passe
     security = container["securityContext"]
     assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]} and security["readOnlyRootFilesystem"] is True
-    assert container["envFrom"] == [{"configMapRef": {"name": docs["ConfigMap"]["metadata"]["name"]}}]
-    env = {item["name"]: item["value"] for item in container["env"]}
-    assert pod["automountServiceAccountToken"] is False and "NODE_NAME" not in env  # no NRT: no API access
+    assert "envFrom" not in container  # the node's settings come from its entry of the mounted file
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    assert env["NUMA_ALIGN_NODE_SETTINGS"] == "/etc/numa-align/nodes/nodes.json"
+    assert {"name": "node-settings", "configMap": {"name": "numa-align"}} in pod["volumes"]
+    assert pod["automountServiceAccountToken"] is False  # no NRT: no API access
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
     assert volumes["device-plugins"] == {"path": SOCKET_DIR, "type": "Directory"}
@@ -45,6 +49,7 @@ def test_daemonset_mounts_the_device_plugins_dir_and_sysfs_at_the_paths_it_passe
     assert volumes["sysfs"]["path"] == "/sys"
     assert mounts["sysfs"]["mountPath"] == env["NUMA_SYSFS_ROOT"] and mounts["sysfs"]["readOnly"] is True
     assert container["ports"] == [{"name": "metrics", "containerPort": 9201, "protocol": "TCP"}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert docs["DaemonSet"]["metadata"]["annotations"] == {"numa-lab/manifest-sha256": "m" * 64}
     assert docs["DaemonSet"]["spec"]["template"]["metadata"]["annotations"] == {"numa-lab/settings-sha256": "s" * 64}
     labels = docs["DaemonSet"]["spec"]["selector"]["matchLabels"]
@@ -52,12 +57,12 @@ def test_daemonset_mounts_the_device_plugins_dir_and_sysfs_at_the_paths_it_passe
 
 
 def test_daemonset_without_metrics_or_node_selector():
-    pod = render_daemonset(metrics_port=None, node_selector={}, env={})["DaemonSet"]["spec"]["template"]["spec"]
+    pod = render_daemonset(metrics_port=None, node_selector={})["DaemonSet"]["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod
     assert "ports" not in pod["containers"][0] and "readinessProbe" not in pod["containers"][0]
 
 
-def test_daemonset_publishing_nrt_gets_its_token_and_node_name():
+def test_daemonset_publishing_nrt_gets_its_token_and_every_pod_its_node_name():
     pod = render_daemonset(nrt=True)["DaemonSet"]["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is True and pod["serviceAccountName"] == "numa-align"
     env = {item["name"]: item for item in pod["containers"][0]["env"]}
