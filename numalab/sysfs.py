@@ -1,19 +1,19 @@
 """Topology of a real (or fake) host from sysfs: the one I/O edge of the model.
 
 numa-align's reader (numa_align.sysfs.read_host) reads the files, here or from a host's dump (the deploy's
-NumaSysfs fact); this module only turns what it read into a validated Topology.
+NumaSysfs fact); this module only turns what it read into a validated Topology. Every hugepage size the kernel
+lists is kept, named as the kubelet names it (numa_align.hugepages), as numa-align's NRT names it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from numa_align.hugepages import size_name
 from numa_align.sysfs import HostTopology, SysfsError, node_dir, read_sysfs
 
 from numalab.model.errors import ValidationError
 from numalab.model.topology import Topology
-
-_PAGE_NAMES = {2048: "2Mi", 1048576: "1Gi"}
 
 
 def topology_from_sysfs(sysfs: str | Path = "/sys") -> Topology:
@@ -35,7 +35,7 @@ def topology_from_host(host: HostTopology, where: str) -> Topology:
         cell: dict = {"id": node.id, "cpus": sorted(node.cpus | node.offline_cpus), "memory": node.memory}
         if node.offline_cpus:
             cell["offline_cpus"] = sorted(node.offline_cpus)
-        pages = {_PAGE_NAMES[size]: count for size, count in node.hugepages.items() if size in _PAGE_NAMES}
+        pages = {size_name(size): count for size, count in sorted(node.hugepages.items())}
         if pages:
             cell["hugepages"] = pages
         cells.append(cell)

@@ -2,7 +2,9 @@
 
 Real servers' shapes are written with the same function: SMT (threads_per_core, or cores given as
 cpulists like Intel's `0,28`), offline CPUs (still in their node's cpulist, absent from `cpu/online`),
-memory-only nodes (an empty cpulist), sparse node ids and nodes possible but offline.
+memory-only nodes (an empty cpulist), nodes with nothing (an empty cpulist and 0 kB), sparse node ids, nodes
+possible but offline, asymmetric distance rows, distance files with a column per possible node, and any
+hugepage size (arm64's 64kB to 16GB ones).
 """
 
 from __future__ import annotations
@@ -29,23 +31,28 @@ def write_node_tree(
     offline_nodes: Collection[int] = (),
     packages: Mapping[int, int] | None = None,
     offline_in_cpulist: bool = False,
+    distance_columns: str = "online",
 ) -> Path:
     """Write node/{online,possible}, nodeN/{cpulist,meminfo,distance,hugepages}, cpu/online and each online
     CPU's topology/{thread_siblings_list,physical_package_id} under `sysfs`/devices/system; return `sysfs`,
     the mount point every `--sysfs-root` and NUMA_SYSFS_ROOT takes.
 
-    cells maps node id -> cpulist ("" for a memory-only node); distances default to 10 on the diagonal and
-    20 elsewhere; hugepages maps node id -> {page size KiB: count}. Cores are `cores` (cpulists) or runs of
-    `threads_per_core` consecutive ids, as QEMU numbers threads. Offline CPUs vanish from cpu/online and
-    from their siblings' lists and keep their node's `cpuN` entry; they leave the node's cpulist too, as an
-    x86 kernel does (Linux 6.12 in a lab guest), unless offline_in_cpulist (other architectures). A CPU's
-    package is its node's id unless `packages` maps node id -> package.
+    cells maps node id -> cpulist ("" for a memory-only node); distances map node id -> its row, written as
+    given, by default 10 on the diagonal and 20 elsewhere, one column per online node as the kernel writes it
+    or, with distance_columns="possible", one per possible node (offline nodes included, as some kernels and
+    captured trees have it); hugepages maps node id -> {page size KiB: count}, any size. Cores are `cores`
+    (cpulists) or runs of `threads_per_core` consecutive ids, as QEMU numbers threads. Offline CPUs vanish
+    from cpu/online and from their siblings' lists and keep their node's `cpuN` entry; they leave the node's
+    cpulist too, as an x86 kernel does (Linux 6.12 in a lab guest), unless offline_in_cpulist (other
+    architectures). A CPU's package is its node's id unless `packages` maps node id -> package.
     """
     base = node_dir(sysfs)
     base.mkdir(parents=True, exist_ok=True)
     ids = sorted(cells)
+    possible = sorted(set(ids) | set(offline_nodes))
+    columns = {"online": ids, "possible": possible}[distance_columns]
     (base / "online").write_text(format_cpulist(ids) + "\n")
-    (base / "possible").write_text(format_cpulist(set(ids) | set(offline_nodes)) + "\n")
+    (base / "possible").write_text(format_cpulist(possible) + "\n")
     all_cpus = {cpu: node for node in ids for cpu in parse_cpulist(cells[node])}
     offline = parse_cpulist(offline_cpus)
     online = set(all_cpus) - offline
@@ -60,7 +67,7 @@ def write_node_tree(
         (nd / "meminfo").write_text(
             f"Node {node} MemTotal:       {kib} kB\nNode {node} MemFree:        {kib // 2} kB\n"
         )
-        row = distances[node] if distances else [10 if other == node else 20 for other in ids]
+        row = distances[node] if distances else [10 if other == node else 20 for other in columns]
         (nd / "distance").write_text(" ".join(str(d) for d in row) + "\n")
         pages = (hugepages or {}).get(node, {2048: 0, 1048576: 0})
         for size_kib, count in pages.items():

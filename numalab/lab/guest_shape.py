@@ -91,6 +91,10 @@ def guest_topology(name: str, raw: Mapping[str, Any]) -> Topology:
     for cell in topology.cells:
         if cell.memory % MIB or not cell.memory:
             raise ValidationError(f"{name}.numa.cells", f"cell {cell.id} memory must be whole MiB, and not 0")
+        other = sorted(size for size, count in cell.hugepages.items() if count and size not in PAGE_KIB)
+        if other:
+            raise ValidationError(f"{name}.numa.cells", f"cell {cell.id} hugepages {', '.join(other)}: an x86 guest "
+                                  f"has only {' and '.join(PAGE_KIB)} pages (the model takes any size a kernel has)")
     return topology
 
 

@@ -9,12 +9,12 @@ from typing import Any
 
 from numa_align.cpulist import CpulistError, format_cpulist, parse_cpulist
 
+from numalab.model.cell import page_bytes
 from numalab.model.errors import ValidationError
 from numalab.model.kubelet_settings import EVICTION_SIGNALS, RESERVABLE, KubeletSettings
 from numalab.model.quantity import (
     format_bytes,
     format_millis,
-    hugepage_size,
     parse_bytes,
     parse_cpu_millis,
 )
@@ -228,7 +228,7 @@ def _explicit_split(
             if kind != "memory":
                 if not kind.startswith("hugepages-"):
                     raise ValidationError(f"{where}.{kind}", "expected memory or hugepages-<size>")
-                hugepage_size(kind, f"{where}.{kind}")
+                page_bytes(kind, f"{where}.{kind}")
             amount = parse_bytes(value, f"{where}.{kind}")
             room = capacity.get(kind, {}).get(node, 0)
             if amount > room:

@@ -79,12 +79,3 @@ def parse_cpu_millis(text: str | int, field: str = "cpu") -> int:
 def format_millis(millis: int) -> str:
     """500 -> "500m", 2000 -> "2"."""
     return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
-
-
-def hugepage_size(name: str, field: str) -> int:
-    """Page size in bytes of "2Mi"/"1Gi" (also accepts the resource form "hugepages-2Mi")."""
-    size_text = name.removeprefix("hugepages-")
-    size = parse_bytes(size_text, field)
-    if size not in (2**21, 2**30):
-        raise ValidationError(field, f"hugepage size {name!r} is not one the kubelet manages (2Mi or 1Gi)")
-    return size

@@ -2,47 +2,23 @@
 
 Built from inventory data (`Topology.from_dict`, parsed in topology_data) or from sysfs (numalab.sysfs).
 Real servers are not uniform, so the model is not either: a cell may have no online CPU (a memory-only
-node: CXL, HBM, GPU memory) or no memory, a cell's cpulist may hold offline CPUs, ids are sparse, and a
-core may carry several threads. Validation happens once, in topology_data, so every later stage (kubelet
-policy, domain XML, lint, numa-align's advertisement) can trust the shape.
+node: CXL, HBM, GPU memory), no memory, or neither (an online node with nothing to offer: CXL memory taken
+offline; the kubelet lists it too, so it counts towards the Topology Manager's NUMA node limit), a cell's
+cpulist may hold offline CPUs, ids are sparse, a core may carry several threads, hugepages come in any size
+the kernel has, and the distance table may be asymmetric. Validation happens once, in topology_data, so every
+later stage (kubelet policy, domain XML, lint, numa-align's advertisement) can trust the shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from numa_align.cpulist import format_cpulist
 
-from numalab.model.quantity import hugepage_size
-
-LOCAL_DISTANCE = 10
-REMOTE_DISTANCE = 20
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One NUMA node. cpus: its online CPUs; offline_cpus: CPUs its cpulist names that are offline (after
-    `nosmt` or a hot-unplug); memory in bytes; hugepages maps a page size ("2Mi", "1Gi") to a page count."""
-
-    id: int
-    cpus: frozenset[int]
-    memory: int
-    hugepages: Mapping[str, int] = field(default_factory=dict)
-    offline_cpus: frozenset[int] = frozenset()
-
-    @property
-    def cpulist(self) -> str:
-        return format_cpulist(self.cpus)
-
-    @property
-    def memory_only(self) -> bool:
-        """No online CPU: no pod can get CPUs here, so no CPU-and-memory alignment can pick this cell."""
-        return not self.cpus
-
-    def hugepage_bytes(self, size: str) -> int:
-        return self.hugepages.get(size, 0) * hugepage_size(size, "hugepages")
+from numalab.model.cell import Cell
+from numalab.model.topology_data import LOCAL_DISTANCE, REMOTE_DISTANCE, parse_topology, topology_to_dict
 
 
 @dataclass(frozen=True)
@@ -111,6 +87,13 @@ class Topology:
         raise KeyError(f"cpu {cpu} is in no NUMA cell")
 
     def distance(self, a: int, b: int) -> int:
+        """From cell a to cell b: row a, column b, as the kernel's `node<a>/distance` lists it.
+
+        ACPI's SLIT may give d(a,b) != d(b,a), and each direction is kept: the NRT's costs of zone a are row a
+        and a libvirt cell's siblings are its row. Nothing here needs one value per pair; what would (ranking a
+        set of cells, as the kubelet's prefer-closest-numa-nodes does) must sum both directions, as the kubelet's
+        average distance does (over every ordered pair of the set, KEP-3545).
+        """
         if self.distances is not None:
             return self.distances[a][b]
         self.cell(a), self.cell(b)
@@ -125,12 +108,8 @@ class Topology:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "numa") -> Topology:
         """Build and validate; every error names the field under `where` (e.g. numa.cells[1].cpus)."""
-        from numalab.model.topology_data import topology_from_dict
-
-        return topology_from_dict(data, where)
+        return cls(*parse_topology(data, where))
 
     def to_dict(self) -> dict[str, Any]:
         """The inventory form from_dict reads back to an equal Topology."""
-        from numalab.model.topology_data import topology_to_dict
-
         return topology_to_dict(self)

@@ -5,24 +5,35 @@
       cells:
         - {id: 0, cpus: 0-7, offline_cpus: "7", memory: 8Gi, hugepages: {2Mi: 512}}
         - {id: 2, memory: 16Gi}    # memory-only: no cpus (CXL, HBM, GPU memory)
-      distances: [[10, 20], [20, 10]]
+        - {id: 3, memory: 0}       # nothing to offer: CXL memory taken offline
+      distances: [[10, 20, 20, 20], [20, 10, 20, 20], [20, 20, 10, 20], [20, 20, 20, 10]]
 
 `cpus` is the cell's cpulist as sysfs writes it (offline CPUs included); `offline_cpus` names those that
-are offline. `threads_per_core` groups consecutive ids into cores, as QEMU numbers threads. Every error
-names the field under `where`.
+are offline. `threads_per_core` groups consecutive ids into cores, as QEMU numbers threads. Hugepage sizes
+are any the kernel has, named as the kubelet names them (cell.page_name). Each distance row is kept as given:
+ACPI's SLIT allows d(i,j) != d(j,i). Every error names the field under `where`.
+
+Only the parts of a Topology are built here (parse_topology), so this module and topology do not import each
+other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from numa_align.cpulist import CpulistError, format_cpulist, parse_cpulist
 
+from numalab.model.cell import Cell, page_bytes, page_name
 from numalab.model.errors import ValidationError
-from numalab.model.quantity import format_bytes, hugepage_size, parse_bytes
-from numalab.model.topology import LOCAL_DISTANCE, Cell, Topology
+from numalab.model.quantity import format_bytes, parse_bytes
 
+if TYPE_CHECKING:
+    from numalab.model.topology import Topology
+
+LOCAL_DISTANCE = 10
+"""A node's distance to itself: ACPI's SLIT normalises it to 10, and remote distances are above it."""
+REMOTE_DISTANCE = 20
 MAX_NODE_ID = 1023
 """The kernel's node ids stop below MAX_NUMNODES (1024 with NODES_SHIFT 10)."""
 MAX_THREADS_PER_CORE = 8
@@ -30,7 +41,16 @@ _CELL_KEYS = {"id", "cpus", "offline_cpus", "memory", "hugepages"}
 _TOP_KEYS = {"cells", "distances", "threads_per_core", "cores", "packages"}
 
 
-def topology_from_dict(data: Mapping[str, Any], where: str = "numa") -> Topology:
+class TopologyParts(NamedTuple):
+    """What Topology takes, in its field order: cells in id order, distance rows, cores, packages."""
+
+    cells: tuple[Cell, ...]
+    distances: dict[int, dict[int, int]] | None
+    cores: dict[int, frozenset[int]] | None
+    packages: dict[int, int] | None
+
+
+def parse_topology(data: Mapping[str, Any], where: str = "numa") -> TopologyParts:
     if not isinstance(data, Mapping):
         raise ValidationError(where, f"expected a mapping with 'cells', got {type(data).__name__}")
     _no_unknown(data, _TOP_KEYS, where)
@@ -44,7 +64,7 @@ def topology_from_dict(data: Mapping[str, Any], where: str = "numa") -> Topology
     matrix = None if distances is None else _distances(distances, cells, f"{where}.distances")
     cores = _cores(data, cells, where)
     packages = _packages(data.get("packages"), cells, f"{where}.packages")
-    return Topology(tuple(cells), matrix, cores, packages)
+    return TopologyParts(tuple(cells), matrix, cores, packages)
 
 
 def topology_to_dict(topology: Topology) -> dict[str, Any]:
@@ -115,14 +135,14 @@ def _cell(raw: Any, where: str) -> Cell:
     memory = parse_bytes(raw["memory"], f"{where}.memory")
     if memory < 0:
         raise ValidationError(f"{where}.memory", f"cell {cell_id} needs memory ≥ 0, got {raw['memory']!r}")
-    if not listed and not memory:
-        raise ValidationError(where, f"cell {cell_id} has neither cpus nor memory")
+    # A cell with neither cpus nor memory is kept: the kernel keeps the node online (CXL memory taken offline
+    # leaves MemTotal 0 kB) and the kubelet's machine info lists it, with 0 memory in the Memory Manager.
     hugepages = _hugepages(raw.get("hugepages") or {}, f"{where}.hugepages")
-    page_bytes = sum(count * hugepage_size(size, where) for size, count in hugepages.items())
-    if page_bytes > memory:
+    pages = sum(count * page_bytes(size, where) for size, count in hugepages.items())
+    if pages > memory:
         raise ValidationError(
             f"{where}.hugepages",
-            f"{format_bytes(page_bytes)} of hugepages exceed the cell's memory {format_bytes(memory)}",
+            f"{format_bytes(pages)} of hugepages exceed the cell's memory {format_bytes(memory)}",
         )
     return Cell(cell_id, listed - offline, memory, hugepages, offline)
 
@@ -132,11 +152,12 @@ def _hugepages(raw: Any, where: str) -> dict[str, int]:
         raise ValidationError(where, f"expected a mapping like {{2Mi: 512}}, got {raw!r}")
     pages: dict[str, int] = {}
     for size, count in raw.items():
-        size_name = str(size).removeprefix("hugepages-")
-        hugepage_size(size_name, f"{where}.{size}")
+        name = page_name(size, f"{where}.{size}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValidationError(f"{where}.{size}", f"expected a page count ≥ 0, got {count!r}")
-        pages[size_name] = count
+        if name in pages:
+            raise ValidationError(f"{where}.{size}", f"the page size {name} is given twice")
+        pages[name] = count
     return pages
 
 
@@ -254,14 +275,12 @@ def _distances(raw: Any, cells: Sequence[Cell], where: str) -> dict[int, dict[in
         for b in ids:
             if b not in matrix[a]:
                 raise ValidationError(f"{where}.{a}.{b}", "distance is missing")
+    # ACPI's SLIT rules, as the kernel checks them (a table breaking them is ignored): 10 on the diagonal, more
+    # than 10 elsewhere. It does not ask for d(a,b) == d(b,a), so an asymmetric table is kept row by row.
     for a in ids:
         if matrix[a][a] != LOCAL_DISTANCE:
             raise ValidationError(f"{where}.{a}.{a}", f"the diagonal must be 10, got {matrix[a][a]}")
         for b in ids:
-            if b != a and matrix[a][b] != matrix[b][a]:
-                raise ValidationError(
-                    f"{where}.{a}.{b}", f"asymmetric: {a}->{b} is {matrix[a][b]} but {b}->{a} is {matrix[b][a]}"
-                )
             if b != a and matrix[a][b] <= LOCAL_DISTANCE:
                 raise ValidationError(f"{where}.{a}.{b}", f"a remote distance must exceed 10, got {matrix[a][b]}")
     return {a: matrix[a] for a in ids}

@@ -18,6 +18,8 @@ from numa_align.api import podresources_v1_pb2 as pb
 from numa_align.cpulist import format_cpulist
 from numa_align.devices import RESOURCE_DOMAIN
 from numa_align.fingerprint import ATTRIBUTE, ATTRIBUTE_METHOD, METHOD_ALL, METHODS, PREFIX, VERSION
+from numa_align.hugepages import RESOURCE_PREFIX as HUGEPAGES_PREFIX
+from numa_align.hugepages import resource_name
 from numa_align.sysfs import HostTopology, NodeInfo
 
 API_VERSION = "topology.node.k8s.io/v1alpha2"
@@ -31,8 +33,6 @@ POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 SCOPES = ("container", "pod")
 CPU = "cpu"
 MEMORY = "memory"
-HUGEPAGES_PREFIX = "hugepages-"
-_BINARY_SUFFIXES = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
 
 
 @dataclass(frozen=True)
@@ -75,23 +75,33 @@ def zone_name(node: int) -> str:
     return f"{ZONE_PREFIX}{node}"
 
 
-def hugepage_resource(size_kib: int) -> str:
-    """The kubelet's name for a page size, as a binary quantity: 2048 KiB -> "hugepages-2Mi"."""
-    size = size_kib * 1024
-    for suffix, shift in _BINARY_SUFFIXES:
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{HUGEPAGES_PREFIX}{size >> shift}{suffix}"
-    return f"{HUGEPAGES_PREFIX}{size}"
-
-
 def node_capacity(node: NodeInfo) -> dict[str, int]:
-    """What sysfs says the node has: online CPUs (none on a memory-only node), MemTotal, hugepages in bytes."""
+    """What sysfs says the node has: online CPUs (none on a memory-only node), MemTotal, hugepages in bytes.
+
+    memory is MemTotal, the hugepages inside it, as the kubelet counts capacity: the Memory Manager's
+    TotalMemSize of a NUMA node is cadvisor's node memory (MemTotal) and the Node's capacity.memory is the
+    machine's MemTotal (the hugepages design keeps capacity what monitoring tools show); only what is
+    allocatable leaves the hugepages out (node_allocatable_memory).
+    """
     capacity = {CPU: len(node.cpus)} if node.cpus else {}
     capacity[MEMORY] = node.memory
     for size_kib, pages in sorted(node.hugepages.items()):
         if pages:
-            capacity[hugepage_resource(size_kib)] = pages * size_kib * 1024
+            capacity[resource_name(size_kib)] = pages * size_kib * 1024
     return capacity
+
+
+def node_allocatable_memory(node: NodeInfo) -> dict[str, int]:
+    """memory and hugepages-* a pod can get on the node when the kubelet does not say (no Static Memory Manager).
+
+    The kubelet's rule: memory allocatable is MemTotal minus the node's hugepages (the Memory Manager's
+    machine state: Allocatable = node memory - reserved - hugepages; the Node's allocatable.memory: capacity
+    - reservation - every hugepages-* capacity), never below 0. Without the Static policy there is no
+    per-NUMA reservation to take off.
+    """
+    capacity = node_capacity(node)
+    pages = {name: size for name, size in capacity.items() if name.startswith(HUGEPAGES_PREFIX)}
+    return {MEMORY: max(0, node.memory - sum(pages.values())), **pages}
 
 
 class _Tally:
@@ -151,8 +161,8 @@ def allocatable_from_podresources(answer: pb.AllocatableResourcesResponse | None
 
     The kubelet lists CPUs only under the static CPU Manager policy and memory only under the Static Memory
     Manager policy; otherwise it never refuses a pod for where its CPUs or memory are, so each node's online
-    CPUs and its MemTotal and hugepages count as allocatable (a zone without them would make the scheduler
-    reject every pod asking for them).
+    CPUs, its memory less its hugepages and its hugepages count as allocatable (node_allocatable_memory; a zone
+    without them would make the scheduler reject every pod asking for them).
     """
     tally = _Tally(topology)
     if answer is not None and answer.cpu_ids:
@@ -163,9 +173,8 @@ def allocatable_from_podresources(answer: pb.AllocatableResourcesResponse | None
         tally.add_memory(answer.memory, "allocatable memory")
     else:
         for node in topology.nodes:
-            for name, quantity in node_capacity(node).items():
-                if name != CPU:
-                    tally.add(node.id, name, quantity)
+            for name, quantity in node_allocatable_memory(node).items():
+                tally.add(node.id, name, quantity)
     if answer is not None:
         tally.add_devices(answer.devices, "allocatable devices")
     return Allocatable(tally.result())

@@ -5,8 +5,9 @@ It reads `<sysfs>/devices/system`: `node/online` (and `possible`), `cpu/online`,
 `topology/thread_siblings_list` and `physical_package_id`. Real servers are not uniform: CPUs go offline
 (`nosmt`, hot-unplug) and only `cpu/online` says so for sure: an x86 kernel drops an offline CPU from its
 node's `cpulist` but keeps the node's `cpuN` link (seen on Linux 6.12), other architectures keep it in the
-cpulist; a node's CPUs are the union of both. Nodes may have no CPUs (CXL, HBM, GPU memory), ids are
-sparse (up to 1023), and cores carry 2 or 4 threads.
+cpulist; a node's CPUs are the union of both. Nodes may have no CPUs (CXL, HBM, GPU memory) and even no
+memory (CXL memory taken offline: MemTotal 0 kB), ids are sparse (up to 1023), cores carry 2 or 4 threads,
+hugepages come in whatever sizes the architecture has, and distance tables may be asymmetric.
 
 The files come from a mounted tree (`SysfsTree`: /sys on a host, /host/sys in the DaemonSet, a fake tree
 in tests) or from a dump a remote host printed (`SysfsDump`, the deploy's fact); both go through
@@ -17,31 +18,29 @@ is a SysfsError naming the file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from numa_align.cpulist import format_cpulist, parse_cpulist
+from numa_align.sysfs_sources import DUMP_COMMAND, SYSTEM_DIR, Source, SysfsDump, SysfsError, SysfsTree
 
-SYSTEM_DIR = "devices/system"
-"""What the reader reads, relative to the sysfs mount."""
+__all__ = ["DUMP_COMMAND", "CpuInfo", "HostTopology", "NodeInfo", "Source", "SysfsDump", "SysfsError", "SysfsTree",
+           "node_dir", "read_host", "read_nodes", "read_sysfs"]
+
 NODE_DIR = f"{SYSTEM_DIR}/node"
 """Where the kernel lists NUMA nodes, relative to the sysfs mount."""
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB", re.MULTILINE)
 _HUGEPAGE_DIR = re.compile(r"^hugepages-(\d+)kB$")
-DUMP_HEADER = "==> "
-DUMP_FAILED = "==! "
-
-
-class SysfsError(RuntimeError):
-    """The tree is missing a file the kernel always writes, or holds something unreadable."""
 
 
 @dataclass(frozen=True)
 class NodeInfo:
     """One online NUMA node. cpus: its online CPUs; offline_cpus: CPUs its cpulist lists that are offline;
-    memory in bytes; hugepages as {page size in KiB: count}; distances to every online node in id order."""
+    memory in bytes (MemTotal, hugepages inside; 0 on a node whose memory was taken offline); hugepages as
+    {page size in KiB: count}, every size the kernel lists; distances from this node to every online node in
+    id order, this node's row as the kernel gives it (not necessarily equal to its column: ACPI's SLIT allows
+    asymmetric tables)."""
 
     id: int
     cpus: frozenset[int]
@@ -104,90 +103,6 @@ class HostTopology:
         return max((len(cpu.core) for cpu in self.cpus.values()), default=1)
 
 
-class Source(Protocol):
-    """Files under `devices/system`, by path relative to it."""
-
-    def read(self, path: str) -> str | None:
-        """The file's text; None when it does not exist; SysfsError when it exists but cannot be read."""
-
-    def children(self, path: str) -> list[str]:
-        """Names in a directory; [] when it does not exist."""
-
-    def name(self, path: str) -> str:
-        """How an error names the file."""
-
-
-class SysfsTree:
-    """A mounted sysfs (/sys, /host/sys, a fake tree)."""
-
-    def __init__(self, sysfs: str | Path = "/sys") -> None:
-        self.base = Path(sysfs) / SYSTEM_DIR
-
-    def read(self, path: str) -> str | None:
-        target = self.base / path
-        try:
-            return target.read_text()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise SysfsError(f"cannot read {target}: {exc.strerror}") from None
-
-    def children(self, path: str) -> list[str]:
-        try:
-            return sorted(entry.name for entry in (self.base / path).iterdir())
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
-    def name(self, path: str) -> str:
-        return str(self.base / path)
-
-
-DUMP_COMMAND = (
-    "cd /sys/devices/system && for f in node/online node/possible cpu/online node/node[0-9]*/cpulist "
-    "node/node[0-9]*/meminfo node/node[0-9]*/distance node/node[0-9]*/hugepages/hugepages-*/nr_hugepages "
-    "cpu/cpu[0-9]*/topology/thread_siblings_list cpu/cpu[0-9]*/topology/physical_package_id; do "
-    '[ -e "$f" ] || continue; '
-    f'if c=$(cat "$f" 2>&1); then echo "{DUMP_HEADER}$f"; else echo "{DUMP_FAILED}$f"; fi; '
-    'printf "%s\\n" "$c"; done; '
-    f'for f in node/node[0-9]*/cpu[0-9]*; do [ -e "$f" ] && echo "{DUMP_HEADER}$f"; done; true'
-)
-"""A shell line that prints every file `read_host` reads, each after a `==> path` line (`==! path` when
-cat failed, followed by its error), and each node's `cpuN` entry as a `==> path` line alone: what the
-deploy's fact runs on a remote host."""
-
-
-class SysfsDump:
-    """The files DUMP_COMMAND printed on a host; `where` names them in errors (e.g. 'worker-1:/sys')."""
-
-    def __init__(self, lines: Iterable[str], where: str = "/sys") -> None:
-        self.where = where
-        blocks: dict[str, list[str]] = {}
-        failed: set[str] = set()
-        current: list[str] | None = None
-        for line in lines:
-            if line.startswith((DUMP_HEADER, DUMP_FAILED)):
-                path = line[len(DUMP_HEADER):].strip()
-                current = blocks[path] = []
-                if line.startswith(DUMP_FAILED):
-                    failed.add(path)
-            elif current is not None:
-                current.append(line)
-        self.files = {path: "\n".join(text) + "\n" for path, text in blocks.items() if path not in failed}
-        self.failed = {path: " ".join(blocks[path]).strip() for path in failed}
-
-    def read(self, path: str) -> str | None:
-        if path in self.failed:
-            raise SysfsError(f"cannot read {self.name(path)}: {self.failed[path]}")
-        return self.files.get(path)
-
-    def children(self, path: str) -> list[str]:
-        prefix = path.rstrip("/") + "/"
-        return sorted({p[len(prefix):].split("/")[0] for p in self.files if p.startswith(prefix)})
-
-    def name(self, path: str) -> str:
-        return f"{self.where}/{SYSTEM_DIR}/{path}"
-
-
 def read_host(source: Source) -> HostTopology:
     """Every online node and online CPU of `source`; SysfsError naming the file on anything unreadable."""
     online = _cpulist(source, "node/online")
@@ -207,7 +122,7 @@ def read_host(source: Source) -> HostTopology:
             id=node_id,
             cpus=listed & cpu_online,
             memory=_memtotal(source, node_id),
-            distances=_distances(source, node_id, len(online)),
+            distances=_distances(source, node_id, online, possible),
             hugepages=_hugepages(source, node_id),
             offline_cpus=listed - cpu_online,
         ))
@@ -277,16 +192,28 @@ def _memtotal(source: Source, node_id: int) -> int:
     return int(match.group(1)) * 1024
 
 
-def _distances(source: Source, node_id: int, count: int) -> tuple[int, ...]:
+def _distances(source: Source, node_id: int, online: frozenset[int], possible: frozenset[int]) -> tuple[int, ...]:
+    """The node's row of the distance table, one entry per online node in id order.
+
+    The kernel writes one column per online node (drivers/base/node.c: for_each_online_node), but some kernels
+    and captured trees write one per possible node: the columns are the possible ids then, and those of offline
+    nodes are dropped. The row is kept as the firmware gave it: ACPI's SLIT may make d(i,j) differ from d(j,i).
+    """
     path = f"node/node{node_id}/distance"
     text = _text(source, path) or ""
     try:
         row = tuple(int(word) for word in text.split())
     except ValueError:
         raise SysfsError(f"{source.name(path)}: expected whole numbers, got {text.strip()!r}") from None
-    if len(row) != count:
-        raise SysfsError(f"{source.name(path)}: {len(row)} distances for {count} online nodes")
-    return row
+    if len(row) == len(online):
+        return row
+    if online <= possible and len(row) == len(possible):
+        by_id = dict(zip(sorted(possible), row, strict=True))
+        return tuple(by_id[other] for other in sorted(online))
+    raise SysfsError(
+        f"{source.name(path)}: {len(row)} distances, but there are {len(online)} online nodes "
+        f"({format_cpulist(online)}, node/online) and {len(possible)} possible ones "
+        f"({format_cpulist(possible) or 'no node/possible'}); expected one per online or per possible node")
 
 
 def _hugepages(source: Source, node_id: int) -> dict[int, int]:

@@ -62,6 +62,8 @@ def test_the_domain_keeps_threads_and_a_cell_without_cpus() -> None:
         ({"threads_per_core": 2, "cells": [{"id": 0, "cpus": "0-2", "memory": "1Gi"},
                                            {"id": 1, "cpus": "3", "memory": "1Gi"}]},
          "smt.numa.cores", "spans cells"),
+        ({"cells": [{"id": 0, "cpus": "0-1", "memory": "1Gi", "hugepages": {"64Ki": 8}}]}, "smt.numa.cells",
+         "hugepages 64Ki: an x86 guest has only 2Mi and 1Gi pages"),
     ],
 )
 def test_shapes_the_lab_cannot_emulate_are_refused(numa: dict, field: str, words: str) -> None:

@@ -112,7 +112,7 @@ def test_guest_without_shape() -> None:
 
 def test_bad_topology_error_names_the_guest() -> None:
     guest = two_cells()
-    guest["numa"]["distances"] = [[10, 20], [30, 10]]
+    guest["numa"]["distances"] = [[11, 20], [20, 10]]  # a node is 10 from itself
     assert refused([guest]).field.startswith("worker-1.numa.distances")
 
 

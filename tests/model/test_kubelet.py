@@ -237,3 +237,11 @@ def test_policy_change_detector():
     # absent flags mean the kubelet defaults, and leading dashes do not matter
     assert state_files_to_remove([], ["--cpu-manager-policy=none"]) == []
     assert state_files_to_remove([], ["--cpu-manager-policy=static"]) == [CPU_MANAGER_STATE]
+
+
+def test_explicit_split_names_any_hugepage_size_a_kernel_has_and_refuses_others():
+    arm = topo((0, "0-3", "4Gi"), (1, "4-7", "4Gi"), hugepages={"64Ki": 1024})
+    reserved = [{"numa-node": 0, "memory": "1124Mi", "hugepages-64Ki": "0"}]
+    assert kubelet_policy(arm, KubeletSettings.from_dict({"reserved-memory": reserved}))  # arm64's page: no refusal
+    err = rejected(arm, **{"reserved-memory": [{"numa-node": 0, "memory": "1124Mi", "hugepages-3Mi": "0"}]})
+    assert err.field == "settings.reserved-memory[0].hugepages-3Mi" and "not one a kernel has" in str(err)

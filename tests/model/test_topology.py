@@ -51,7 +51,6 @@ def test_hugepages_per_cell():
     [
         (cells((0, "0-3", "1Gi"), (1, "3-5", "1Gi")), "numa.cells[1].cpus", "cpu 3 of cell 1 is also in cell 0"),
         (cells((0, "", "1Gi")), "numa.cells", "no cell has an online cpu"),
-        (cells((0, "0", "1Gi"), (1, "", "0")), "numa.cells[1]", "neither cpus nor memory"),
         (cells((0, "0", "1Gi"), (1024, "1", "1Gi")), "numa.cells[1].id", "from 0 to 1023"),
         ({"cells": [{"id": 0, "cpus": "0-1", "offline_cpus": "2", "memory": "1Gi"}]}, "numa.cells[0].offline_cpus",
          "not in cell 0's cpus"),
@@ -72,9 +71,9 @@ def test_hugepages_per_cell():
             "unknown node id",
         ),
         (
-            {**cells((0, "0", "1Gi"), (1, "1", "1Gi")), "distances": [[10, 20], [30, 10]]},
-            "numa.distances.0.1",
-            "asymmetric",
+            {**cells((0, "0", "1Gi"), (1, "1", "1Gi")), "distances": [[10, 20], [10, 10]]},
+            "numa.distances.1.0",
+            "a remote distance must exceed 10",
         ),
         (
             {**cells((0, "0", "1Gi"), (1, "1", "1Gi")), "distances": [[11, 20], [20, 10]]},
@@ -83,9 +82,19 @@ def test_hugepages_per_cell():
         ),
         ({**cells((0, "0", "1Gi"), (1, "1", "1Gi")), "distances": [[10, 20]]}, "numa.distances", "2 rows"),
         (
-            {"cells": [{"id": 0, "cpus": "0", "memory": "1Gi", "hugepages": {"4Mi": 1}}]},
-            "numa.cells[0].hugepages.4Mi",
-            "2Mi or 1Gi",
+            {"cells": [{"id": 0, "cpus": "0", "memory": "1Gi", "hugepages": {"3Mi": 1}}]},
+            "numa.cells[0].hugepages.3Mi",
+            "not one a kernel has",
+        ),
+        (
+            {"cells": [{"id": 0, "cpus": "0", "memory": "1Gi", "hugepages": {"2M": 1}}]},
+            "numa.cells[0].hugepages.2M",
+            "not one a kernel has",
+        ),
+        (
+            {"cells": [{"id": 0, "cpus": "0", "memory": "1Gi", "hugepages": {"2Mi": 1, "2048Ki": 1}}]},
+            "numa.cells[0].hugepages.2048Ki",
+            "2Mi is given twice",
         ),
         (
             {"cells": [{"id": 0, "cpus": "0", "memory": "1Gi", "hugepages": {"1Gi": 2}}]},

@@ -11,13 +11,13 @@ import pytest
 from numa_align.api import podresources_v1_pb2 as pb
 from numa_align.devices import device_id, resource_name
 from numa_align.fingerprint import METHOD_WITH_EXCLUSIVE_RESOURCES, fingerprint_pods, pod_fingerprint
+from numa_align.hugepages import resource_name as hugepage_resource_name
 from numa_align.nrt import (
     Allocatable,
     ExclusiveUse,
     allocatable_from_podresources,
     build_nrt,
     exclusive_from_podresources,
-    hugepage_resource,
 )
 from numa_align.sysfs import HostTopology, read_sysfs
 
@@ -151,14 +151,17 @@ def test_memory_only_node_gets_memory_and_hugepages_but_no_cpu(make_sysfs):
 
 
 def test_kubelet_without_cpu_or_memory_manager_offers_what_sysfs_shows(smt_host):
+    """memory: capacity MemTotal (4 GiB, the kubelet's TotalMemSize and Node capacity), allocatable MemTotal
+    less node 0's 2 GiB of hugepages (the kubelet's allocatable never counts them as memory too)."""
     none_policies = pb.AllocatableResourcesResponse(devices=_devices(1, 0))  # no cpu_ids, no memory
     for answer in (none_policies, None):  # None: GetAllocatableResources not served
         nrt = build_nrt("w", UID, smt_host, allocatable_from_podresources(answer, smt_host), ExclusiveUse(),
                         "best-effort", "container", None)
         assert _resources(nrt, "node-0") == {
-            "cpu": ("8", "8", "8"), "memory": (str(4 * GIB),) * 3,
+            "cpu": ("8", "8", "8"), "memory": (str(4 * GIB), str(2 * GIB), str(2 * GIB)),
             "hugepages-1Gi": (str(GIB),) * 3, "hugepages-2Mi": (str(GIB),) * 3,
         }
+        assert _resources(nrt, "node-1")["memory"] == (str(4 * GIB),) * 3  # no hugepages there
         assert _resources(nrt, "node-1").get("numa-align/numa-1") == (("1",) * 3 if answer else None)
 
 
@@ -184,7 +187,7 @@ def test_available_never_negative_and_capacity_never_below_allocatable(smt_host)
     (1048576, "hugepages-1Gi"), (16 * 1048576, "hugepages-16Gi"),
 ])
 def test_hugepage_resource_names_as_the_kubelet_writes_them(size_kib: int, name: str):
-    assert hugepage_resource(size_kib) == name
+    assert hugepage_resource_name(size_kib) == name
 
 
 def test_quantities_are_read_only_and_compared_by_kind():

@@ -75,7 +75,7 @@ def test_a_node_whose_cpus_are_all_offline_counts_as_memory_only(tmp_path: Path)
         (lambda s: (s / "devices/system/cpu/cpu0/topology/physical_package_id").write_text("zero\n"),
          "physical_package_id: expected a whole number"),
         (lambda s: (s / "devices/system/node/node1/distance").write_text("20\n"),
-         "node/node1/distance: 1 distances for 2 online nodes"),
+         "node/node1/distance: 1 distances, but there are 2 online nodes"),
         (lambda s: (s / "devices/system/node/node0/meminfo").write_text("nothing\n"),
          "node/node0/meminfo has no 'Node 0 MemTotal:' line"),
         (lambda s: (s / "devices/system/cpu/online").write_text("0-4\n"),
