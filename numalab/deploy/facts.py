@@ -26,8 +26,8 @@ class NumaSysfs(FactBase[SysfsDump]):
 
 
 class TextFile(FactBase[str]):
-    """A small file's text ('' when absent): the kubelet's previous config for the policy-change reset, the
-    RKE2 install marker."""
+    """A small file's text ('' when absent, and when empty): the kubelet's previous config and its manager
+    checkpoints for the reset plan, the RKE2 install marker."""
 
     default = str
 

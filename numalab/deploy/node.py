@@ -15,6 +15,7 @@ from pyinfra.operations import files, python, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import api, context, controller, policy_reset
+from numalab.deploy.checkpoints import mismatched_checkpoints, put_guard
 from numalab.deploy.control_plane import put_binary, put_unit
 from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
@@ -43,9 +44,12 @@ def sandbox_image(registry: str | None) -> str:
 
 
 def planned_reset() -> list[str]:
-    """The state files this host's node stage will remove for a policy change (none: it needs no turn)."""
-    config_text = kubelet_config_text(context.cluster_of(host), node_policy())
-    return policy_reset.plan(host.get_fact(TextFile, path=KUBELET_CONFIG), config_text)
+    """The state files this host's node stage will remove (none: it needs no turn): those a policy change
+    makes stale and those that no longer match the machine (said with their reasons as they are found)."""
+    policy = node_policy()
+    config_text = kubelet_config_text(context.cluster_of(host), policy)
+    stale = policy_reset.plan(host.get_fact(TextFile, path=KUBELET_CONFIG), config_text)
+    return sorted({*stale, *(mismatch.path for mismatch in mismatched_checkpoints(policy))})
 
 
 @deploy("node")
@@ -57,7 +61,8 @@ def node(reset: list[str]) -> None:
     pki = controller.pki(host)
     kubeconfig = context.state_dir(host) / "kubeconfig"
 
-    config_text = kubelet_config_text(cluster, node_policy())
+    policy = node_policy()
+    config_text = kubelet_config_text(cluster, policy)
 
     registry = cluster.registry_endpoint
     containerd_files = [
@@ -109,7 +114,8 @@ def node(reset: list[str]) -> None:
     policy_reset.before_config(reset, kubeconfig, name)
     kubelet_config = files.put(name="KubeletConfiguration (CPU, Memory and Topology Managers)",
                                src=StringIO(config_text), dest=KUBELET_CONFIG, mode="644", create_remote_dir=True)
-    component = components.kubelet(cluster, name)
+    component = components.kubelet(cluster, name, policy)
+    put_guard()  # before the unit whose ExecStartPre runs it
     binary = put_binary("kubelet")
     unit = put_unit(component)
     systemd.daemon_reload(name="Reload systemd for the kubelet", _if=any_changed(unit))

@@ -59,17 +59,17 @@ def before_config(stale: list[str], kubeconfig: Path, name: str, service: str = 
     """`service` is the unit that runs the kubelet; the stage starts it again after writing the config."""
     if not stale:
         return
-    python.call(name=f"Drain {name}: its manager policy changed", function=draining.drain,
+    python.call(name=f"Drain {name}: its manager checkpoints go (a policy change or a changed machine)", function=draining.drain,
                 kubeconfig=kubeconfig, node=name, options=context.drain_options(host))
-    systemd.service(name=f"Stop {service} (its kubelet) for the policy change", service=service, running=False)
+    systemd.service(name=f"Stop {service} (its kubelet) for the reset", service=service, running=False)
     for path in stale:
-        files.file(name=f"Remove {path} (written under the old policy)", path=path, present=False)
+        files.file(name=f"Remove {path} (written under another policy or machine)", path=path, present=False)
 
 
 def after_ready(stale: list[str], kubeconfig: Path, name: str) -> None:
     """Call after the stage's wait for Ready: ends this run's reset, or one a failed run left marked."""
     if release_planned(stale, None if stale else api.read_node(kubeconfig, name)):
-        python.call(name=f"Uncordon {name} (end of its policy-change reset)", function=draining.release,
+        python.call(name=f"Uncordon {name} (end of its reset)", function=draining.release,
                     kubeconfig=kubeconfig, node=name)
 
 

@@ -10,8 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from numa_align.cpulist import format_cpulist
+
 from numalab.model.cluster import APISERVER_PORT, CLUSTER_DOMAIN, Cluster
 from numalab.model.errors import ValidationError
+from numalab.model.kubelet_policy import KubeletPolicy
+from numalab.model.kubelet_state import checkpoint_reservations
 
 BIN_DIR = "/usr/local/bin"
 K8S_DIR = "/etc/kubernetes"
@@ -30,16 +34,22 @@ CLUSTER_CA = "/usr/local/share/ca-certificates/numa-lab-ca.crt"
 # whose endpoint is on the same node's bridge gets its answer un-NATed.
 KUBE_PROXY_CONFIG = "/var/lib/kube-proxy/config.yaml"
 SERVICE_ACCOUNT_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
+# The kubelet's boot guard (numalab.checkpoint_guard) as one archive, run by the system python3 before each
+# start: -S skips site-packages (it needs the standard library only, and starts faster), -E the environment.
+KUBELET_GUARD = "/usr/local/lib/numa-lab/kubelet-guard.pyz"
+GUARD_PYTHON = "/usr/bin/python3 -S -E"
 
 
 @dataclass(frozen=True)
 class Component:
-    """A binary run as a systemd unit: `name` is the unit and the binary, `args` its flags in order."""
+    """A binary run as a systemd unit: `name` is the unit and the binary, `args` its flags in order;
+    `pre_start` commands run before it, their failures ignored (ExecStartPre=-)."""
 
     name: str
     description: str
     args: tuple[str, ...]
     after: tuple[str, ...] = ("network-online.target",)
+    pre_start: tuple[str, ...] = ()
 
     @property
     def binary(self) -> str:
@@ -138,7 +148,8 @@ def scheduler(cluster: Cluster) -> Component:
     )
 
 
-def kubelet(cluster: Cluster, node_name: str) -> Component:
+def kubelet(cluster: Cluster, node_name: str, policy: KubeletPolicy | None = None) -> Component:
+    """The kubelet, with its boot guard before it; `policy` gives the guard the strictly reserved CPUs."""
     node = cluster.node(node_name)
     return Component(
         "kubelet",
@@ -150,7 +161,18 @@ def kubelet(cluster: Cluster, node_name: str) -> Component:
             f"--node-ip={node.address}",
         ),
         after=("network-online.target", "containerd.service"),
+        pre_start=(kubelet_guard_command(policy),),
     )
+
+
+def kubelet_guard_command(policy: KubeletPolicy | None = None) -> str:
+    """The guard compares the CPU checkpoint with the online CPUs less the reserved ones under
+    strict-cpu-reservation, as the kubelet does; everything else it reads from the node."""
+    command = f"{GUARD_PYTHON} {KUBELET_GUARD}"
+    reservations = checkpoint_reservations(policy) if policy is not None else {}
+    if reservations.get("strict_cpu_reservation"):
+        command += f" --strict-reserved-cpus={format_cpulist(reservations['reserved_cpus'])}"
+    return command
 
 
 def kube_proxy(cluster: Cluster, node_name: str) -> Component:

@@ -1,4 +1,5 @@
-"""Which manager checkpoint files a kubelet configuration change makes stale.
+"""Which manager checkpoint files a kubelet configuration change makes stale, and what else than the machine
+the kubelet compares them with (numalab.model.kubelet_checkpoints compares them with the machine).
 
 The kubelet keeps the policy name and the reservation in cpu_manager_state / memory_manager_state and
 refuses to start when they disagree with its new configuration (a CPU checkpoint written under another
@@ -16,11 +17,13 @@ from typing import Any
 from numa_align.cpulist import CpulistError, parse_cpulist
 
 from numalab.model.errors import ValidationError
+from numalab.model.kubelet_checkpoints import CPU_MANAGER_STATE, MEMORY_MANAGER_STATE
+from numalab.model.kubelet_policy import KubeletPolicy
 from numalab.model.kubelet_reservations import whole_cpus
 from numalab.model.quantity import parse_bytes, parse_cpu_millis
 
-CPU_MANAGER_STATE = "/var/lib/kubelet/cpu_manager_state"
-MEMORY_MANAGER_STATE = "/var/lib/kubelet/memory_manager_state"
+# strconv.ParseBool's true values: how the kubelet reads a cpuManagerPolicyOptions value
+_GO_TRUE = ("1", "t", "T", "true", "TRUE", "True")
 
 KubeletConfig = Iterable[str] | Mapping[str, Any]
 
@@ -59,6 +62,15 @@ def state_files_to_remove(previous: KubeletConfig, new: KubeletConfig) -> list[s
     ):
         stale.append(MEMORY_MANAGER_STATE)
     return stale
+
+
+def checkpoint_reservations(policy: KubeletPolicy) -> dict[str, Any]:
+    """The reservations the kubelet checks its checkpoints with under `policy`, as keyword arguments of
+    kubelet_checkpoints.checkpoint_mismatches: reservedSystemCPUs, the strict-cpu-reservation option,
+    reservedMemory."""
+    strict = policy.cpu_manager_policy_options.get("strict-cpu-reservation", "false") in _GO_TRUE
+    return {"reserved_cpus": frozenset(policy.reserved_cpus), "strict_cpu_reservation": strict,
+            "reserved_memory": {node: dict(kinds) for node, kinds in policy.reserved_memory.items()}}
 
 
 def _read(config: KubeletConfig, where: str) -> _Checkpointed:
