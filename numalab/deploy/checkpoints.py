@@ -46,6 +46,12 @@ def mismatched_checkpoints(policy: KubeletPolicy) -> list[Mismatch]:
     return found
 
 
+def reset_files(policy_stale: list[str], policy: KubeletPolicy) -> list[str]:
+    """The state files a node's reset removes: those a policy change made stale (`policy_stale`) and those that
+    no longer match the machine, each once. Both the upstream node stage and RKE2's config stage plan with it."""
+    return sorted({*policy_stale, *(mismatch.path for mismatch in mismatched_checkpoints(policy))})
+
+
 def guard_archive() -> bytes:
     """numalab.checkpoint_guard and the modules it imports as a zip python3 runs (__main__.py calls it);
     byte for byte the same for the same sources, so a second run uploads nothing."""

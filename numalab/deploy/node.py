@@ -15,7 +15,7 @@ from pyinfra.operations import files, python, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import api, context, controller, policy_reset
-from numalab.deploy.checkpoints import mismatched_checkpoints, put_guard
+from numalab.deploy.checkpoints import put_guard, reset_files
 from numalab.deploy.control_plane import put_binary, put_unit
 from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
@@ -49,7 +49,7 @@ def planned_reset() -> list[str]:
     policy = node_policy()
     config_text = kubelet_config_text(context.cluster_of(host), policy)
     stale = policy_reset.plan(host.get_fact(TextFile, path=KUBELET_CONFIG), config_text)
-    return sorted({*stale, *(mismatch.path for mismatch in mismatched_checkpoints(policy))})
+    return reset_files(stale, policy)
 
 
 @deploy("node")

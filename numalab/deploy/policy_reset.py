@@ -59,8 +59,8 @@ def before_config(stale: list[str], kubeconfig: Path, name: str, service: str = 
     """`service` is the unit that runs the kubelet; the stage starts it again after writing the config."""
     if not stale:
         return
-    python.call(name=f"Drain {name}: its manager checkpoints go (a policy change or a changed machine)", function=draining.drain,
-                kubeconfig=kubeconfig, node=name, options=context.drain_options(host))
+    python.call(name=f"Drain {name}: its manager checkpoints go (a policy change or a changed machine)",
+                function=draining.drain, kubeconfig=kubeconfig, node=name, options=context.drain_options(host))
     systemd.service(name=f"Stop {service} (its kubelet) for the reset", service=service, running=False)
     for path in stale:
         files.file(name=f"Remove {path} (written under another policy or machine)", path=path, present=False)

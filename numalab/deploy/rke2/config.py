@@ -20,6 +20,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import files
 
 from numalab.deploy import context, controller, policy_reset
+from numalab.deploy.checkpoints import reset_files
 from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
@@ -80,8 +81,10 @@ def kubelet_args_text(policy: KubeletPolicy) -> str:
 
 
 def planned_reset() -> list[str]:
-    """The state files this node's rke2_config will remove for a policy change (none: it needs no turn)."""
-    return policy_reset.plan(host.get_fact(TextFile, path=DROPIN), kubelet_args_text(node_policy()))
+    """The state files this node's rke2_config will remove for a policy change or because they no longer
+    match the machine (none: it needs no turn). RKE2's kubelet keeps them in /var/lib/kubelet too."""
+    policy = node_policy()
+    return reset_files(policy_reset.plan(host.get_fact(TextFile, path=DROPIN), kubelet_args_text(policy)), policy)
 
 
 @deploy("rke2_config")
@@ -100,8 +103,10 @@ def rke2_config(reset: list[str] | None = None) -> Rke2Files:
     ]
     stale: list[str] = []
     if runs_pods:
-        new = kubelet_args_text(node_policy())
-        stale = policy_reset.plan(host.get_fact(TextFile, path=DROPIN), new) if reset is None else reset
+        policy = node_policy()
+        new = kubelet_args_text(policy)
+        stale = reset_files(policy_reset.plan(host.get_fact(TextFile, path=DROPIN), new), policy) \
+            if reset is None else reset
         policy_reset.before_config(stale, kubeconfig(), context.node_name(host), service=service)
         changed.append(files.put(name="Kubelet policy drop-in (kubelet-arg+, computed from this node's topology)",
                                  src=StringIO(new), dest=DROPIN, mode="644"))
