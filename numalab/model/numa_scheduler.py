@@ -27,8 +27,8 @@ RESYNC_SECONDS = 5
 object shows them (its pod fingerprint matches), so a burst of pods never lands twice on a cell's last
 CPUs; upstream advises at least 5 s."""
 CACHE = {
-    # Shared: the scheduler fingerprints a node's Running pods, as numa-align's PodResources view (active
-    # pods) does; Dedicated would count Succeeded and Failed pods too and never match while one is left.
+    # Shared: the scheduler fingerprints a node's Running pods, as numa-align does (the kubelet's pods the API
+    # says are Running: numa_align.node_pods); Dedicated would count Succeeded and Failed pods too.
     "informerMode": "Shared",
     # Pods the default scheduler binds (DaemonSets, CoreDNS) mark a node for resync only when they hold
     # something exclusive (whole CPUs, NUMA-placed memory, devices); All would mark every node at each one.

@@ -7,6 +7,7 @@ Exit 0 with the view (warnings about stale or missing NodeResourceTopology objec
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from collections.abc import Sequence
@@ -56,8 +57,10 @@ def collect(args: argparse.Namespace) -> list[NodeView]:
         kubeconfig = args.kubeconfig or default_kubeconfig()
     except ValidationError as exc:  # a bad NUMALAB_* variable while looking for the lab's kubeconfig
         raise TopError(f"cannot find the lab's kubeconfig: {exc}") from None
-    nrts, nodes, pods = read_cluster(open_source(kubeconfig, args.context), args.node)
-    views = build_views(nrts, nodes, pods, only=args.node)
+    source = open_source(kubeconfig, args.context)
+    nrts, nodes, pods = read_cluster(source, args.node)
+    now = datetime.datetime.now(datetime.UTC)
+    views = build_views(nrts, nodes, pods, only=args.node, leases=source.leases(), now=now)
     if args.node and not views:
         raise TopError(f"--node {args.node}: no such Node and no NodeResourceTopology for it")
     return views

@@ -7,12 +7,14 @@ has its ids split over them in order of the room each cell's count leaves (a gue
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numa_align.cpulist import format_cpulist
 
+from numalab.top.liveness import leases_by_name, stale_since
 from numalab.top.nrt import Allocation, Amount, ParsedNrt, Zone, parse_nrt
 
 DEVICE_PREFIX = "numa-align/numa-"
@@ -100,6 +102,8 @@ class NodeView:
     cells: tuple[CellView, ...] = ()
     pods: tuple[PodHold, ...] = ()
     warnings: tuple[str, ...] = ()
+    stale: str | None = None
+    """Why numa-align no longer vouches for the object (top.liveness); None when it does or is not known."""
 
     @property
     def policy(self) -> str | None:
@@ -116,8 +120,12 @@ def pod_key(pod: Mapping[str, Any]) -> str:
 
 
 def build_views(nrts: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
-                pods: Iterable[Mapping[str, Any]], only: str | None = None) -> list[NodeView]:
-    """One view per node that has a Node or an NRT object (or both), sorted by name; `only` keeps one."""
+                pods: Iterable[Mapping[str, Any]], only: str | None = None,
+                leases: Iterable[Mapping[str, Any]] | None = None,
+                now: datetime.datetime | None = None) -> list[NodeView]:
+    """One view per node that has a Node or an NRT object (or both), sorted by name; `only` keeps one. With
+    `leases` (numa-align's, None when they could not be read) and `now`, an object whose Lease expired or is
+    absent is marked stale."""
     node_objects = {str((n.get("metadata") or {}).get("name")): n for n in nodes}
     parsed: dict[str, ParsedNrt] = {}
     duplicates: dict[str, list[str]] = {}
@@ -128,6 +136,7 @@ def build_views(nrts: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, 
             continue
         parsed[nrt.node] = nrt
     pods_by_key = {pod_key(p): p for p in pods}
+    by_name = leases_by_name(leases or [])
     views = []
     for name in sorted(set(node_objects) | set(parsed)):
         if only is not None and name != only:
@@ -136,6 +145,9 @@ def build_views(nrts: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, 
             views.append(NodeView(name, True, False, warnings=(_no_nrt(node_objects[name]),)))
             continue
         view = node_view(parsed[name], name in node_objects, pods_by_key)
+        stale = None if leases is None or now is None else stale_since(name, by_name, now)
+        if stale:  # first among the warnings, so every rendering shows it
+            view = replace(view, stale=stale, warnings=(stale, *view.warnings))
         if name in duplicates:
             others = ", ".join(duplicates[name])
             view = _with_warning(view, f"more NodeResourceTopology objects name this node: {others} "

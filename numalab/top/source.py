@@ -1,4 +1,5 @@
-"""The API side of `numalab top`: which kubeconfig, and the three lists it reads (NRT objects, Nodes, Pods).
+"""The API side of `numalab top`: which kubeconfig, and the lists it reads (NRT objects, Nodes, Pods, and
+numa-align's Leases, which say whether each object is still vouched for).
 
 Every failure becomes a `TopError` with one line that names the kubeconfig or the server and says what to
 do, because the command's only job is to show a cluster: a traceback would hide that the cluster is absent.
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from numa_align.leases import NAMESPACE as LEASE_NAMESPACE
 
 from numalab.lab.spec import settings_from_env
 from numalab.top.nrt import CRD_NAME, GROUP, PLURAL, VERSION
@@ -34,6 +36,8 @@ class Source(Protocol):
     def nodes(self) -> list[dict[str, Any]]: ...
 
     def pods(self, node: str | None) -> list[dict[str, Any]]: ...
+
+    def leases(self) -> list[dict[str, Any]] | None: ...
 
 
 def default_kubeconfig(environ: Mapping[str, str] | None = None) -> str:
@@ -63,16 +67,19 @@ def connect(kubeconfig: str, context: str | None = None) -> client.ApiClient:
 class ApiSource:
     """Reads through the kubernetes client; `where` (server and kubeconfig) goes into every error."""
 
-    def __init__(self, custom: Any, core: Any, where: str, to_dict: Callable[[Any], Any] = lambda obj: obj) -> None:
+    def __init__(self, custom: Any, core: Any, where: str, to_dict: Callable[[Any], Any] = lambda obj: obj,
+                 coordination: Any = None) -> None:
         self.custom = custom
         self.core = core
+        self.coordination = coordination
         self.where = where
         self.to_dict = to_dict
 
     @classmethod
     def from_client(cls, api: client.ApiClient, kubeconfig: str) -> ApiSource:
         where = f"{api.configuration.host} (kubeconfig {kubeconfig})"
-        return cls(client.CustomObjectsApi(api), client.CoreV1Api(api), where, api.sanitize_for_serialization)
+        return cls(client.CustomObjectsApi(api), client.CoreV1Api(api), where, api.sanitize_for_serialization,
+                   client.CoordinationV1Api(api))
 
     def nrts(self) -> list[dict[str, Any]]:
         found = self._call("list NodeResourceTopology objects", self.custom.list_cluster_custom_object,
@@ -86,6 +93,15 @@ class ApiSource:
     def pods(self, node: str | None) -> list[dict[str, Any]]:
         selector = {"field_selector": f"spec.nodeName={node}"} if node else {}
         found = self._call("list pods", self.core.list_pod_for_all_namespaces, **selector)
+        return [self.to_dict(item) for item in found.items or []]
+
+    def leases(self) -> list[dict[str, Any]] | None:
+        """numa-align's Leases; None when they cannot be read (the user may not: staleness is then unknown)."""
+        try:
+            found = self._call("list leases", self.coordination.list_namespaced_lease, LEASE_NAMESPACE,
+                               label_selector="app.kubernetes.io/name=numa-align")
+        except TopError:
+            return None
         return [self.to_dict(item) for item in found.items or []]
 
     def _call(self, what: str, method: Callable[..., Any], *args: Any, missing: str | None = None,

@@ -123,6 +123,7 @@ def _node_json(view: NodeView) -> dict[str, Any]:
         "cells": [_cell_json(cell) for cell in view.cells],
         "pods": [_pod_json(pod) for pod in view.pods],
         "warnings": list(view.warnings),
+        "stale": view.stale,
     }
 
 

@@ -1,9 +1,16 @@
 """The few Kubernetes API requests publishing the NRT object needs, on the standard library's HTTP client.
 
-Get a Node (for its uid: the NRT object's owner) and get, create and replace a cluster-scoped
-NodeResourceTopology. A new connection per request keeps it simple; every request has a timeout. Failures
-are typed and say what to do: `Unreachable` names the server address, `ApiError` carries the status,
-`CrdMissing` says the CRD is not installed, a 401 or 403 names the credentials and the right missing.
+Get a Node (for its uid: the NRT object's owner); get, create and replace a cluster-scoped
+NodeResourceTopology and this node's Lease; list the names of the node's Running pods. Every request has a
+timeout. Failures are typed and say what to do: `Unreachable` names the server address, `ApiError` carries
+the status, `CrdMissing` says the CRD is not installed, a 401 or 403 names the credentials and the right
+missing.
+
+One connection is kept open and reused (HTTP/1.1 keep-alive): a TLS handshake per request cost more CPU than
+the request on an emulated node, and the API server keeps idle connections open far longer than the poll.
+A request that fails on a reused connection before any answer (the server closed it while idle) is sent
+once more on a new one; any other failure closes the connection and the next request opens a new one. The
+client is not thread-safe: the NRT publisher's thread is its only user.
 
 The API server answers 404 both for an absent object and for a path it does not serve. An absent object
 comes with a Status naming it (details.name); anything else under the NRT path means the resource itself
@@ -27,7 +34,11 @@ NRT_GROUP = "topology.node.k8s.io"
 NRT_RESOURCE = f"noderesourcetopologies.{NRT_GROUP}"
 NRT_COLLECTION = f"/apis/{NRT_GROUP}/v1alpha2/noderesourcetopologies"
 NODE_RESOURCE = "nodes"
+POD_RESOURCE = "pods"
+LEASE_RESOURCE = "leases.coordination.k8s.io"
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
+_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
+"""Pods listed as metadata only (names, no spec or status): a tenth of the bytes to read and parse."""
 
 
 class KubeApiError(RuntimeError):
@@ -68,6 +79,7 @@ class KubeClient:
         self._port = url.port or (443 if self._https else 80)
         self._prefix = url.path.rstrip("/")
         self._context = config.ssl_context() if self._https else None
+        self._connection: http.client.HTTPConnection | None = None
 
     @property
     def server(self) -> str:
@@ -76,8 +88,10 @@ class KubeClient:
     def get_node(self, name: str) -> dict[str, Any]:
         return self._request("GET", f"/api/v1/nodes/{quote(name)}", NODE_RESOURCE, name)
 
-    def get_nrt(self, name: str) -> dict[str, Any]:
-        return self._request("GET", f"{NRT_COLLECTION}/{quote(name)}", NRT_RESOURCE, name)
+    def get_nrt(self, name: str, cached: bool = False) -> dict[str, Any]:
+        """The stored object; `cached`: from the API server's watch cache (no etcd read, a moment behind)."""
+        query = "?resourceVersion=0" if cached else ""
+        return self._request("GET", f"{NRT_COLLECTION}/{quote(name)}{query}", NRT_RESOURCE, name)
 
     def create_nrt(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", NRT_COLLECTION, NRT_RESOURCE, body["metadata"]["name"], body)
@@ -87,9 +101,36 @@ class KubeClient:
         name = body["metadata"]["name"]
         return self._request("PUT", f"{NRT_COLLECTION}/{quote(name)}", NRT_RESOURCE, name, body)
 
-    def _request(self, method: str, path: str, resource: str, name: str,
-                 body: dict[str, Any] | None = None) -> dict[str, Any]:
-        headers = {"Accept": "application/json", "User-Agent": f"numa-align/{__version__}"}
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._request("GET", _lease_path(namespace, name), LEASE_RESOURCE, name)
+
+    def create_lease(self, body: dict[str, Any]) -> dict[str, Any]:
+        metadata = body["metadata"]
+        return self._request("POST", _lease_path(metadata["namespace"]), LEASE_RESOURCE, metadata["name"], body)
+
+    def update_lease(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Replace the Lease; body's metadata.resourceVersion must be the stored one (409 otherwise)."""
+        metadata = body["metadata"]
+        return self._request("PUT", _lease_path(metadata["namespace"], metadata["name"]), LEASE_RESOURCE,
+                             metadata["name"], body)
+
+    def running_pods(self, node: str) -> set[tuple[str, str]]:
+        """(namespace, name) of the pods bound to `node` whose phase is Running, as metadata only, from the
+        API server's watch cache (resourceVersion=0: no etcd read; a moment behind at worst)."""
+        selector = quote(f"spec.nodeName={node},status.phase=Running", safe="")
+        answer = self._request("GET", f"/api/v1/pods?fieldSelector={selector}&resourceVersion=0", POD_RESOURCE,
+                               node, verb="list", accept=_METADATA_ONLY)
+        return {(str(item["metadata"].get("namespace", "")), str(item["metadata"]["name"]))
+                for item in answer.get("items") or []}
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _request(self, method: str, path: str, resource: str, name: str, body: dict[str, Any] | None = None, *,
+                 verb: str | None = None, accept: str = "application/json") -> dict[str, Any]:
+        headers = {"Accept": accept, "User-Agent": f"numa-align/{__version__}"}
         token = self.config.bearer_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -97,15 +138,8 @@ class KubeClient:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        if self._https:
-            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
-                self._host, self._port, timeout=self.timeout, context=self._context)
-        else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
         try:
-            connection.request(method, self._prefix + path, body=data, headers=headers)
-            response = connection.getresponse()
-            status, raw = response.status, response.read()
+            status, raw = self._exchange(method, self._prefix + path, data, headers)
         except ssl.SSLCertVerificationError as exc:
             raise Unreachable(f"the API server at {self.server} has a certificate that does not verify "
                               f"({exc.verify_message}; {self.config.source})") from None
@@ -115,20 +149,48 @@ class KubeClient:
         except (OSError, http.client.HTTPException) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
             raise Unreachable(f"cannot reach the API server at {self.server}: {why} ({self.config.source})") from None
-        finally:
-            connection.close()
         if 200 <= status < 300:
             try:
                 return json.loads(raw)
             except ValueError:
                 raise ApiError(status, "BadAnswer", f"{method} {path} answered what is not JSON") from None
-        raise self._error(method, path, resource, name, status, raw)
+        raise self._error(method, path, resource, name, status, raw, verb)
 
-    def _error(self, method: str, path: str, resource: str, name: str, status: int, raw: bytes) -> ApiError:
+    def _exchange(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """Send on the kept connection (opened when there is none); once more on a new one when a reused
+        connection was closed by the server while idle. Any failure leaves no connection behind."""
+        for attempt in (1, 2):
+            reused = self._connection is not None
+            connection = self._connection or self._open()
+            self._connection = connection
+            try:
+                connection.request(method, url, body=data, headers=headers)
+                response = connection.getresponse()
+                status, raw = response.status, response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):
+                self.close()
+                if reused and attempt == 1:
+                    continue
+                raise
+            except BaseException:
+                self.close()
+                raise
+            if response.will_close:
+                self.close()
+            return status, raw
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _open(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+
+    def _error(self, method: str, path: str, resource: str, name: str, status: int, raw: bytes,
+               verb: str | None = None) -> ApiError:
         answer = _status(raw)
         reason = str(answer.get("reason") or http.client.responses.get(status, "Error"))
         said = str(answer.get("message") or raw[:200].decode(errors="replace").strip() or "no message")
-        verb = _VERBS.get(method, method)
+        verb = verb or _VERBS.get(method, method)
         if status == 404 and resource == NRT_RESOURCE and not (answer.get("details") or {}).get("name"):
             return CrdMissing(status, reason, f"the API server at {self.server} does not serve {NRT_COLLECTION}: "
                                               f"the NodeResourceTopology CRD ({NRT_RESOURCE}) is not installed")
@@ -141,6 +203,11 @@ class KubeClient:
             return ApiError(status, reason, f"{self.config.credentials} may not {verb} {resource}: {said}; "
                                             f"grant '{verb}' on {resource} (a ClusterRole bound to it)")
         return ApiError(status, reason, f"{method} {self.server}{path}: {said}")
+
+
+def _lease_path(namespace: str, name: str | None = None) -> str:
+    collection = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace)}/leases"
+    return collection if name is None else f"{collection}/{quote(name)}"
 
 
 def _status(raw: bytes) -> dict[str, Any]:

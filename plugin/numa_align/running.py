@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from numa_align.backoff import Backoff
 from numa_align.devices import device_count
 from numa_align.discovery import advertised
 from numa_align.metrics import Metrics
@@ -38,33 +38,6 @@ BIND_RETRY_MAX = 5.0
 REGISTER_TIMEOUT = 1.0
 DIR_GONE_POLL = 0.5
 """Seconds between looks for a socket directory that was removed (inotify cannot watch what is not there)."""
-
-
-@dataclass
-class Backoff:
-    """When to try again something that failed: `first` seconds after the first failure, doubling up to
-    `most`; `failures` counts the failures since the last success."""
-
-    first: float
-    most: float
-    due: float = 0.0
-    """time.monotonic() of the next attempt; 0 means now."""
-    delay: float = 0.0
-    failures: int = 0
-
-    def failed(self) -> float:
-        """Note a failure; return the seconds until the next attempt."""
-        self.failures += 1
-        self.delay = self.first if self.failures == 1 else min(self.delay * 2, self.most)
-        self.due = time.monotonic() + self.delay
-        return self.delay
-
-    def reset(self) -> None:
-        """Succeeded, or worth trying at once: the next attempt is due now, at the first delay."""
-        self.due, self.delay, self.failures = 0.0, 0.0, 0
-
-    def is_due(self) -> bool:
-        return time.monotonic() >= self.due
 
 
 class Plugin:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from numa_align import leases
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import publishes_nrt
@@ -85,19 +86,25 @@ def test_crd_problems_are_named() -> None:
     assert nrt_crd.crd_problem(only_v1) == "it serves ['v1alpha1'], not v1alpha2"
 
 
-def test_numa_align_may_read_nodes_and_write_nrt_objects_and_nothing_more() -> None:
+def test_numa_align_may_read_nodes_list_pods_write_nrt_objects_and_its_leases_and_nothing_more() -> None:
     crd_text = yaml.safe_dump(CRD)
     docs = {doc["kind"]: doc for doc in yaml.safe_load_all(access_manifest(crd_text, "numa-lab:numa-align"))}
-    assert sorted(docs) == ["ClusterRole", "ClusterRoleBinding"]
+    assert sorted(docs) == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
     rules = {(group, resource): set(rule["verbs"]) for rule in docs["ClusterRole"]["rules"]
              for group in rule["apiGroups"] for resource in rule["resources"]}
-    assert rules == {("", "nodes"): {"get"},
+    assert rules == {("", "nodes"): {"get"}, ("", "pods"): {"list"},
                      ("topology.node.k8s.io", "noderesourcetopologies"): {"get", "create", "update"}}
-    assert docs["ClusterRoleBinding"]["subjects"] == [
-        {"kind": "ServiceAccount", "name": "numa-align", "namespace": "kube-system"},
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "numa-lab:numa-align"}]
+    # the Lease only in the namespace numa-align renews it in
+    assert docs["Role"]["metadata"]["namespace"] == leases.NAMESPACE == "kube-system"
+    assert docs["Role"]["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                      "verbs": ["get", "create", "update"]}]
+    assert docs["RoleBinding"]["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
+    subjects = [{"kind": "ServiceAccount", "name": "numa-align", "namespace": "kube-system"},
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "numa-lab:numa-align"}]
+    assert docs["ClusterRoleBinding"]["subjects"] == docs["RoleBinding"]["subjects"] == subjects
     rke2 = {doc["kind"]: doc for doc in yaml.safe_load_all(access_manifest(crd_text, None))}
     assert [s["kind"] for s in rke2["ClusterRoleBinding"]["subjects"]] == ["ServiceAccount"]
+    assert [s["kind"] for s in rke2["RoleBinding"]["subjects"]] == ["ServiceAccount"]
     # the checksum follows the CRD too: a new CRD version is applied even when the rights are the same
     other = access_manifest(yaml.safe_dump({**CRD, "metadata": {"name": "x"}}), "numa-lab:numa-align")
     same = access_manifest(crd_text, "numa-lab:numa-align")

@@ -1,4 +1,5 @@
-"""Fixtures for plugin tests: short socket directories, fake sysfs trees, a kubelet double, a plugin."""
+"""Fixtures for plugin tests: short socket directories, fake sysfs trees, a kubelet double, a plugin, and for
+the NRT publisher: a host, the kubelet's PodResources, the fake API server with its client, a fake clock."""
 
 from __future__ import annotations
 
@@ -13,12 +14,20 @@ from pathlib import Path
 
 import pytest
 from numa_align.discovery import discover
+from numa_align.kubeapi import KubeClient
+from numa_align.kubeconfig import ClusterConfig
 from numa_align.running import Plugin
 from numa_align.serving import BindError, Endpoint
 from numa_align.settings import Settings
+from numa_align.sysfs import HostTopology, read_sysfs
 
-from tests.fakesysfs import write_node_tree
+from tests.fakesysfs import GIB_KIB, write_node_tree
 from tests.kubeletdouble import KubeletDouble
+from tests.kubeletdouble.podresources import ContainerAlloc, PodAlloc, PodResourcesDouble, serve_pod_resources
+from tests.plugin.fakekube import FakeKube, serve_kube
+
+NODE = "worker-1"
+IDLE = PodAlloc("default", "idle", [ContainerAlloc("app")])
 
 
 @pytest.fixture
@@ -126,3 +135,48 @@ def running_plugin(settings: Settings, **changes) -> Iterator[Plugin]:
     assert not thread.is_alive(), "plugin.run() did not return after stop()"
     if failures:
         raise failures[0]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def host(make_sysfs) -> HostTopology:
+    """Two nodes of 4 CPUs and 4 GiB each."""
+    return read_sysfs(make_sysfs({0: "0-3", 1: "4-7"}, memory_kib=4 * GIB_KIB))
+
+
+@pytest.fixture
+def pod_resources(socket_dir: Path) -> Iterator[PodResourcesDouble]:
+    """The kubelet's PodResources: static CPU Manager with CPU 0 reserved, one pod without exclusive CPUs."""
+    with serve_pod_resources(socket_dir / "pod-resources.sock") as double:
+        double.set_allocatable(range(1, 8))
+        double.set_pods([IDLE])
+        yield double
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    fake = FakeKube()
+    fake.add_node(NODE)
+    fake.set_pod("default", "idle", NODE)  # Running in the API, as the kubelet lists it
+    return fake
+
+
+@pytest.fixture
+def client(fake: FakeKube) -> Iterator[KubeClient]:
+    with serve_kube(fake) as url:
+        yield KubeClient(ClusterConfig(server=url, source="test kubeconfig"), timeout=2.0)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()

@@ -2,7 +2,10 @@
 NodeResourceTopology objects (get, create, replace with resourceVersion checks) and the failures the
 publisher must survive: the CRD not installed (a plain 404 for every NRT path, as the API server answers
 for a path it does not serve), 403 for chosen verbs, a wrong token (401), a Node deleted (its NRT objects
-collected with it, as the garbage collector does) and another writer (`touch`).
+collected with it, as the garbage collector does) and another writer (`touch`). Also Leases (get, create,
+replace), the Running pods of a node (listed by field selector, as metadata when asked so), resources
+answered 403 as a whole (`forbidden_resources`), and a count of the connections it accepted, keeping each
+open for more requests (HTTP/1.1) as the API server does.
 
 Plain HTTP by default; HTTPS with client-certificate authentication when given `Pki` (made with the
 `cryptography` package, which numa-lab depends on and the plugin does not).
@@ -15,6 +18,7 @@ import datetime
 import ipaddress
 import json
 import re
+import socket
 import ssl
 import threading
 import uuid
@@ -24,11 +28,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 GROUP = "topology.node.k8s.io"
 RESOURCE = f"noderesourcetopologies.{GROUP}"
 NRT_PATH = re.compile(rf"/apis/{re.escape(GROUP)}/v1alpha2/noderesourcetopologies(?:/([^/]+))?")
 NODE_PATH = re.compile(r"/api/v1/nodes/([^/]+)")
+LEASE_PATH = re.compile(r"/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?")
+PODS_PATH = "/api/v1/pods"
 VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
 
 
@@ -51,10 +58,37 @@ class FakeKube:
     token: str | None = None
     """When set, a request needs this bearer token or a client certificate (401 otherwise)."""
     writes: list[tuple[str, str]] = field(default_factory=list)
+    lease_writes: list[tuple[str, str]] = field(default_factory=list)
+    """Every Lease write that succeeded as (verb, name)."""
     seen: list[tuple[str, str, str]] = field(default_factory=list)
     """(method, path, who): who is 'token <t>', 'cert <CN>' or 'anonymous'."""
     version: int = 100
+    leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """(namespace, name) -> Lease."""
+    pods: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """(namespace, name) -> (node, phase)."""
+    forbidden_resources: set[str] = field(default_factory=set)
+    """Resources answered 403 for every verb: 'leases', 'pods'."""
+    down: bool = False
+    """Answer 503 to everything (an API server restarting behind a load balancer)."""
+    connections: int = 0
+    """Connections accepted (with TLS: handshakes)."""
+    open_sockets: list[Any] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def drop_connections(self) -> None:
+        """Close every connection accepted so far, as an API server does with idle ones (or when restarted)."""
+        with self.lock:
+            for sock in self.open_sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.open_sockets.clear()
+
+    def set_pod(self, namespace: str, name: str, node: str, phase: str = "Running") -> None:
+        with self.lock:
+            self.pods[(namespace, name)] = (node, phase)
 
     def add_node(self, name: str) -> str:
         with self.lock:
@@ -75,11 +109,20 @@ class FakeKube:
             self.version += 1
             self.nrts[name]["metadata"]["resourceVersion"] = str(self.version)
 
-    def answer(self, method: str, path: str, who: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+    def answer(self, method: str, path: str, who: str, body: dict[str, Any] | None,
+               accept: str = "application/json") -> tuple[int, Any]:
         with self.lock:
             self.seen.append((method, path, who))
+            if self.down:
+                return 503, status(503, "ServiceUnavailable", "the server is currently unable to handle the request")
             if self.token is not None and who != f"token {self.token}" and not who.startswith("cert "):
                 return 401, status(401, "Unauthorized", "Unauthorized")
+            path, _, query = path.partition("?")
+            if match := LEASE_PATH.fullmatch(path):
+                return self._lease(method, match[1], match[2] or (body or {}).get("metadata", {}).get("name", ""),
+                                   who, body)
+            if path == PODS_PATH:
+                return self._pods(dict(parse_qsl(query)), who, accept)
             if match := NODE_PATH.fullmatch(path):
                 uid = self.nodes.get(match[1])
                 if method != "GET" or uid is None:
@@ -119,6 +162,50 @@ class FakeKube:
         kept = {key: stored["metadata"][key] for key in ("uid", "creationTimestamp")}
         return self._store(name, body, verb, kept)
 
+    def _forbidden(self, resource: str, verb: str, who: str, name: str = "") -> tuple[int, Any]:
+        return 403, status(403, "Forbidden", f'{resource} "{name}" is forbidden: User "{who}" cannot {verb} '
+                                             f'resource "{resource}"', name, resource)
+
+    def _lease(self, method: str, namespace: str, name: str, who: str,
+               body: dict[str, Any] | None) -> tuple[int, Any]:
+        if "leases" in self.forbidden_resources:
+            return self._forbidden("leases", VERBS[method], who, name)
+        key = (namespace, name)
+        stored = self.leases.get(key)
+        if method == "GET":
+            if stored is None:
+                return 404, status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found', name, "leases")
+            return 200, copy.deepcopy(stored)
+        assert body is not None
+        if method == "POST":
+            if stored is not None:
+                return 409, status(409, "AlreadyExists", f'leases "{name}" already exists', name, "leases")
+        elif stored is None:
+            return 404, status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found', name, "leases")
+        elif body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on leases "{name}"', name, "leases")
+        self.version += 1
+        obj = copy.deepcopy(body)
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        self.leases[key] = obj
+        self.lease_writes.append((VERBS[method], name))
+        return (201 if method == "POST" else 200), copy.deepcopy(obj)
+
+    def _pods(self, query: dict[str, str], who: str, accept: str) -> tuple[int, Any]:
+        if "pods" in self.forbidden_resources:
+            return self._forbidden("pods", "list", who)
+        wanted = dict(term.split("=", 1) for term in query.get("fieldSelector", "").split(",") if term)
+        items = []
+        for (namespace, name), (node, phase) in sorted(self.pods.items()):
+            if wanted.get("spec.nodeName", node) == node and wanted.get("status.phase", phase) == phase:
+                metadata = {"namespace": namespace, "name": name}
+                items.append({"metadata": metadata} if "PartialObjectMetadataList" in accept else
+                             {"kind": "Pod", "metadata": metadata, "spec": {"nodeName": node},
+                              "status": {"phase": phase}})
+        kind = "PartialObjectMetadataList" if "PartialObjectMetadataList" in accept else "PodList"
+        return 200, {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
+                     "items": items}
+
     def _store(self, name: str, body: dict[str, Any], verb: str, kept: dict[str, str]) -> tuple[int, Any]:
         self.version += 1
         obj = copy.deepcopy(body)
@@ -134,6 +221,13 @@ def _now() -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeKube
+    protocol_version = "HTTP/1.1"  # keep-alive, as the API server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.fake.lock:
+            self.fake.connections += 1
+            self.fake.open_sockets.append(self.connection)
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -143,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(self.connection, ssl.SSLSocket) and self.connection.getpeercert():
             subject = dict(item[0] for item in self.connection.getpeercert()["subject"])
             who = f"cert {subject['commonName']}"
-        code, answer = self.fake.answer(self.command, self.path, who, body)
+        code, answer = self.fake.answer(self.command, self.path, who, body, self.headers.get("Accept", ""))
         data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
         self.send_response(code)
         self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
@@ -236,6 +330,7 @@ def serve_kube(fake: FakeKube, pki: Pki | None = None) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+        fake.drop_connections()  # kept-alive connections end with the server
 
 
 def kubeconfig_text(server: str, user: dict[str, str] | None = None, cluster: dict[str, str] | None = None) -> str:

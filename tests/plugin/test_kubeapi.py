@@ -187,3 +187,37 @@ def test_an_unreachable_server_is_named_with_its_address():
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         with pytest.raises(Unreachable, match=rf"the API server at {url} did not answer within 0.2 s"):
             KubeClient(ClusterConfig(server=url, source="test"), timeout=0.2).get_node("worker-1")
+
+
+def test_one_tls_connection_carries_every_request_and_a_dropped_one_is_reopened(tmp_path, fake):
+    pki = make_pki(tmp_path / "pki")
+    with serve_kube(fake, pki) as url:
+        client = KubeClient(ClusterConfig(server=url, source="test", ca_file=pki.ca, token="s3cret"))
+        client.create_nrt(NRT)
+        for _ in range(20):
+            client.get_node("worker-1")
+            client.get_nrt("worker-1", cached=True)
+        with pytest.raises(NotFound):
+            client.get_nrt("worker-9")  # an error answer keeps the connection too
+        assert (len(fake.seen), fake.connections) == (42, 1)  # one TLS handshake for 42 requests
+        fake.drop_connections()  # the server closed it while idle: sent again on a new one, once
+        assert client.get_node("worker-1")["metadata"]["uid"] == fake.nodes["worker-1"]
+        assert fake.connections == 2
+    with pytest.raises(Unreachable):  # the server is gone: no endless retry, and no connection kept
+        client.get_node("worker-1")
+    assert client._connection is None
+
+
+def test_the_running_pods_of_a_node_are_listed_as_metadata_and_a_missing_right_is_named(fake):
+    fake.set_pod("default", "web", "worker-1")
+    fake.set_pod("numa", "stuck", "worker-1", phase="Pending")
+    fake.set_pod("default", "elsewhere", "worker-2")
+    with serve_kube(fake) as url:
+        client = KubeClient(ClusterConfig(server=url, source="test kubeconfig", token="s3cret"))
+        assert client.running_pods("worker-1") == {("default", "web")}
+        fake.forbidden_resources = {"pods"}
+        with pytest.raises(ApiError, match=r"may not list pods.*grant 'list' on pods") as caught:
+            client.running_pods("worker-1")
+    assert caught.value.status == 403
+    method, path, _who = fake.seen[0]
+    assert path == "/api/v1/pods?fieldSelector=spec.nodeName%3Dworker-1%2Cstatus.phase%3DRunning&resourceVersion=0"

@@ -1,15 +1,15 @@
 """NrtPublisher against the PodResources double on a unix socket and the fake API server: the object
-created from sysfs and PodResources, written only on change (at most once a second) and every 60 s, and
-each failure (CRD missing, socket absent, Node gone, forbidden, conflict) logged once and recovered from.
-Time is a fake clock; tests call poll_once() themselves, except the one that runs the thread."""
+created from sysfs and PodResources, written only on change (at most once a second), never rewritten while
+idle but repaired when deleted or edited, and each failure (CRD missing, socket absent, Node gone,
+forbidden, conflict) logged once and recovered from. Time is a fake clock; tests call poll_once()
+themselves, except the one that runs the thread. test_liveness.py has the Lease, the backoff and the pod
+fingerprint's Running pods."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from numa_align.fingerprint import pod_fingerprint
@@ -17,66 +17,19 @@ from numa_align.kubeapi import KubeClient
 from numa_align.kubeconfig import ClusterConfig
 from numa_align.publishing import NrtPublisher
 from numa_align.settings import Settings
-from numa_align.sysfs import HostTopology, read_sysfs
+from numa_align.sysfs import HostTopology
 
-from tests.fakesysfs import GIB_KIB
-from tests.kubeletdouble.podresources import ContainerAlloc, PodAlloc, PodResourcesDouble, serve_pod_resources
-from tests.plugin.fakekube import FakeKube, serve_kube
+from tests.kubeletdouble.podresources import ContainerAlloc, PodAlloc, serve_pod_resources
+from tests.plugin.conftest import IDLE, NODE
 
-NODE = "worker-1"
 PINNED = PodAlloc("numa", "pinned", [ContainerAlloc("app", cpus=[2, 3])])
-IDLE = PodAlloc("default", "idle", [ContainerAlloc("app")])
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def host(make_sysfs) -> HostTopology:
-    """Two nodes of 4 CPUs and 4 GiB each."""
-    return read_sysfs(make_sysfs({0: "0-3", 1: "4-7"}, memory_kib=4 * GIB_KIB))
-
-
-@pytest.fixture
-def pod_resources(socket_dir: Path) -> Iterator[PodResourcesDouble]:
-    """The kubelet's PodResources: static CPU Manager with CPU 0 reserved, one pod without exclusive CPUs."""
-    with serve_pod_resources(socket_dir / "pod-resources.sock") as double:
-        double.set_allocatable(range(1, 8))
-        double.set_pods([IDLE])
-        yield double
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    fake = FakeKube()
-    fake.add_node(NODE)
-    return fake
-
-
-@pytest.fixture
-def client(fake: FakeKube) -> Iterator[KubeClient]:
-    with serve_kube(fake) as url:
-        yield KubeClient(ClusterConfig(server=url, source="test kubeconfig"), timeout=2.0)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture
 def publisher(socket_dir, host, client, clock) -> NrtPublisher:
     settings = Settings(nrt=True, node_name=NODE, pod_resources_socket=socket_dir / "pod-resources.sock",
                         topology_policy="single-numa-node", topology_scope="pod", metrics_addr=None)
-    return NrtPublisher(settings, lambda: host, client, clock=clock)
+    return NrtPublisher(settings, lambda: host, client, clock=clock, jitter=lambda: 0.0)
 
 
 def cpu(nrt: dict, zone: str) -> tuple[str, str, str]:
@@ -113,6 +66,7 @@ def test_nothing_changed_no_write_then_pinned_cpus_lower_available(publisher, po
     # the same answer on the same topology: not even built again (an idle emulated node only asks)
     assert (publisher.status, fake.writes) == ("unchanged", [("create", NODE)])
     pod_resources.set_pods([IDLE, PINNED])
+    fake.set_pod("numa", "pinned", NODE)
     clock.advance(2)
     publisher.poll_once()
     assert fake.writes == [("create", NODE), ("update", NODE)]
@@ -122,14 +76,36 @@ def test_nothing_changed_no_write_then_pinned_cpus_lower_available(publisher, po
         [("default", "idle"), ("numa", "pinned")])
 
 
-def test_written_again_every_60_s_regardless(publisher, pod_resources, fake, clock):
+def test_an_idle_hour_writes_nothing_and_reads_the_object_once_a_minute(publisher, pod_resources, fake, clock):
     publisher.poll_once()
-    clock.advance(59.9)
+    for _ in range(1800):  # an hour of polls every 2 s
+        clock.advance(2)
+        publisher.poll_once()
+    assert fake.writes == [("create", NODE)]  # the 60-s rewrite made it 61
+    nrt_gets = [path for method, path, _who in fake.seen if method == "GET" and "noderesourcetopologies" in path]
+    assert len(nrt_gets) == 61  # the version read before the first write, then one a minute, from the cache:
+    assert all(path.endswith("?resourceVersion=0") for path in nrt_gets[1:])
+
+
+def test_an_object_deleted_or_edited_by_hand_comes_back_within_a_minute(publisher, pod_resources, fake, clock):
     publisher.poll_once()
-    assert len(fake.writes) == 1
-    clock.advance(0.1)
+    written = fake.nrts[NODE]["zones"]
+    del fake.nrts[NODE]
+    clock.advance(58)
     publisher.poll_once()
-    assert fake.writes == [("create", NODE), ("update", NODE)]
+    assert NODE not in fake.nrts
+    clock.advance(2)
+    publisher.poll_once()
+    assert fake.writes == [("create", NODE), ("create", NODE)] and fake.nrts[NODE]["zones"] == written
+    fake.nrts[NODE]["zones"] = []
+    fake.touch(NODE)  # kubectl edit: a new resourceVersion
+    clock.advance(60)
+    publisher.poll_once()
+    assert fake.writes[-1] == ("update", NODE) and fake.nrts[NODE]["zones"] == written
+    fake.touch(NODE)  # a label added: another version, the same content
+    clock.advance(60)
+    publisher.poll_once()
+    assert len(fake.writes) == 3
 
 
 def test_at_most_one_write_a_second_however_fast_pods_change(publisher, pod_resources, fake, clock):
@@ -157,6 +133,7 @@ def test_crd_missing_is_logged_once_and_publishing_resumes_when_it_appears(publi
                                   "is not installed" in warnings[0]
     assert publisher.status.startswith(f"NodeResourceTopology {NODE} not published") and not fake.nrts
     fake.crd_installed = True
+    clock.advance(publisher.backoff.remaining())
     publisher.poll_once()
     assert fake.writes == [("create", NODE)]
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
@@ -200,6 +177,7 @@ def test_a_conflict_is_read_again_and_retried_once(publisher, pod_resources, fak
     publisher.poll_once()
     fake.touch(NODE)  # someone else wrote it
     pod_resources.set_pods([IDLE, PINNED])
+    fake.set_pod("numa", "pinned", NODE)
     clock.advance(2)
     publisher.poll_once()
     assert publisher.status == "published" and fake.writes == [("create", NODE), ("update", NODE)]
@@ -218,6 +196,7 @@ def test_forbidden_names_the_right_missing_and_is_logged_once(publisher, pod_res
     assert "may not create noderesourcetopologies.topology.node.k8s.io" in warnings[0]
     assert "grant 'create' on noderesourcetopologies.topology.node.k8s.io" in warnings[0]
     fake.forbidden = set()
+    clock.advance(publisher.backoff.remaining())
     publisher.poll_once()
     assert fake.writes == [("create", NODE)]
 
@@ -247,6 +226,7 @@ def test_the_thread_polls_at_once_wakes_on_poke_and_stops(socket_dir, host, clie
     try:
         assert _wait(lambda: len(fake.writes) == 1), publisher.status
         pod_resources.set_pods([IDLE, PINNED])
+        fake.set_pod("numa", "pinned", NODE)
         publisher.poke()
         assert _wait(lambda: len(fake.writes) == 2), publisher.status
     finally:

@@ -96,8 +96,9 @@ def sample_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[d
 class FakeSource:
     """Stands in for the API reader: serves the given lists, filtering pods by node as a fieldSelector would."""
 
-    def __init__(self, nrts: list[dict[str, Any]], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
-        self._nrts, self._nodes, self._pods = nrts, nodes, pods
+    def __init__(self, nrts: list[dict[str, Any]], nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
+                 leases: list[dict[str, Any]] | None = None) -> None:
+        self._nrts, self._nodes, self._pods, self._leases = nrts, nodes, pods, leases
         self.pod_node_asked: list[str | None] = []
 
     def nrts(self) -> list[dict[str, Any]]:
@@ -109,3 +110,12 @@ class FakeSource:
     def pods(self, node: str | None) -> list[dict[str, Any]]:
         self.pod_node_asked.append(node)
         return [p for p in self._pods if node is None or p["spec"]["nodeName"] == node]
+
+    def leases(self) -> list[dict[str, Any]] | None:
+        return self._leases
+
+
+def lease(node: str, renewed: str, duration: int = 120) -> dict[str, Any]:
+    """numa-align's Lease for `node`, last renewed at `renewed` (RFC 3339)."""
+    return {"metadata": {"name": f"numa-align-{node}", "namespace": "kube-system"},
+            "spec": {"holderIdentity": f"numa-align@{node}", "leaseDurationSeconds": duration, "renewTime": renewed}}
