@@ -16,6 +16,7 @@ from pyinfra.operations.util import any_changed
 
 from numalab.deploy import api, context, controller, policy_reset
 from numalab.deploy.checkpoints import put_guard, reset_files
+from numalab.deploy.cni_state import boot_scoped_cni_state
 from numalab.deploy.control_plane import put_binary, put_unit
 from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
@@ -85,6 +86,7 @@ def node(reset: list[str]) -> None:
         dropin = files.file(name="No Go environment for containerd", path=CONTAINERD_DROPIN, present=False)
     systemd.daemon_reload(name="Reload systemd for containerd", _if=any_changed(dropin))
     containerd_files.append(dropin)
+    boot_scoped_cni_state()  # before containerd gives any sandbox an address
     systemd.service(name="containerd enabled and running", service="containerd", running=True, enabled=True)
     systemd.service(name="Restart containerd for its new config", service="containerd", restarted=True,
                     _if=any_changed(*containerd_files))
