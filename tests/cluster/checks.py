@@ -1,0 +1,153 @@
+"""What the cluster test asks of the live lab after its steps: the kubelets' /configz and allocatable, the NRT
+objects, `kubectl numa`, the real-server worker (worker-3), the Go daemons' environment, numa-align's install."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import libvirt
+from kubernetes import client, config
+
+from numalab.lab.spec import Lab
+from tests.cluster.guests import ssh
+from tests.lab.conftest import BIN
+
+WORKERS = ("worker-1", "worker-3")
+
+
+def configz(state: Path, node: str) -> dict:
+    api = client.CoreV1Api(config.new_client_from_config(str(state / "kubeconfig")))
+    raw = api.connect_get_node_proxy_with_path(node, "configz", _preload_content=False).data
+    return json.loads(raw)["kubeletconfig"]
+
+
+def allocatable(state: Path, node: str) -> dict:
+    api = client.CoreV1Api(config.new_client_from_config(str(state / "kubeconfig")))
+    return api.read_node(node).status.allocatable
+
+
+def nrt_zones(state: Path, node: str) -> dict[str, dict[str, int]]:
+    """The node's NodeResourceTopology zones as {zone: {resource: allocatable}}, asked until published."""
+    custom = client.CustomObjectsApi(config.new_client_from_config(str(state / "kubeconfig")))
+    for _ in range(30):
+        try:
+            nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", node)
+            break
+        except client.ApiException as exc:
+            assert exc.status == 404, exc
+            time.sleep(2)
+    else:
+        raise AssertionError(f"no NodeResourceTopology for {node} 60 s after the deploy")
+    attributes = {a["name"]: a["value"] for a in nrt["attributes"]}
+    assert attributes["topologyManagerPolicy"] == "single-numa-node", attributes
+    assert attributes["topologyManagerScope"] == "pod", attributes
+    assert nrt["metadata"]["ownerReferences"][0]["kind"] == "Node", nrt["metadata"]
+    return {z["name"]: {r["name"]: int(r["allocatable"]) for r in z["resources"]} for z in nrt["zones"]}
+
+
+def check_top(state: Path, env: dict[str, str], page: Path) -> None:
+    """`kubectl numa` (numalab top) on the lab: every worker's cells from its NRT object, no warning, a page."""
+    env = {**env, "KUBECONFIG": str(state / "kubeconfig")}
+    done = subprocess.run([str(BIN / "kubectl-numa"), "--format", "json", "--html", str(page)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    nodes = {node["name"]: node for node in json.loads(done.stdout)["nodes"]}
+    assert sorted(nodes) == list(WORKERS), sorted(nodes)
+    for name in WORKERS:
+        assert nodes[name]["nrt"] and nodes[name]["warnings"] == [], nodes[name]
+    cells = {cell["zone"]: cell for cell in nodes["worker-3"]["cells"]}
+    assert cells["node-2"]["memory_only"] and cells["node-2"]["cpu"] is None, cells["node-2"]
+    assert cells["node-0"]["cpu"]["allocatable"] == 2, cells["node-0"]
+    assert "<svg" in page.read_text()
+
+
+def assert_nrt_rows(table: str) -> None:
+    """the e2e NRT case passed for every worker x NUMA node with CPUs: the zone showed its pinned pod taken."""
+    for worker in WORKERS:
+        for node in (0, 1):
+            row = next(line.split() for line in table.splitlines() if line.split()[:3] == [worker, str(node), "nrt"])
+            assert row[3] == "pass", row
+
+
+def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) -> None:
+    """worker-3 on the real kubelet: what it accepted, as /configz, the API and the guest's sysfs show."""
+    kubelet = configz(state, "worker-3")
+    assert kubelet["reservedSystemCPUs"] == "0-1"  # the whole first core, not cpu 0 alone
+    assert kubelet["reservedMemory"] == [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]
+    assert kubelet["cpuManagerPolicy"] == "static" and kubelet["memoryManagerPolicy"] == "Static"
+    assert kubelet["cpuManagerPolicyOptions"] == {"full-pcpus-only": "true"}
+    resources = allocatable(state, "worker-3")
+    assert resources["numa-align/numa-0"] == "100" and resources["numa-align/numa-1"] == "100"
+    assert "numa-align/numa-2" not in resources  # the memory-only cell is never a device
+    assert resources["hugepages-2Mi"] == "64Mi"
+    assert ssh(state, "worker-3", "cat /sys/devices/system/cpu/online").stdout.strip() == "0-5"
+    zones = nrt_zones(state, "worker-3")  # the memory-only cell is a zone with memory and no CPUs
+    assert sorted(zones) == ["node-0", "node-1", "node-2"], zones
+    assert "cpu" not in zones["node-2"] and zones["node-2"]["memory"] > 0, zones
+    assert zones["node-0"]["cpu"] == 2 and zones["node-1"]["cpu"] == 2, zones  # allocatable: 0-1 reserved
+    assert ssh(state, "worker-3", "cat /sys/devices/system/node/node2/cpulist").stdout.strip() == ""
+    preflight = subprocess.run([str(BIN / "numalab"), "preflight", str(inventory), "--format", "json"],
+                               env=env, capture_output=True, text=True, timeout=600)
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    report = {entry["host"]: entry for entry in json.loads(preflight.stdout)}
+    assert sorted(report) == list(WORKERS)
+    shape = report["worker-3"]
+    assert shape["threads_per_core"] == 2 and shape["offline_cpus"] == "6-7" and shape["memory_only_nodes"] == [2]
+    assert shape["hugepages"] == {"0": {"2Mi": 32}} and shape["cgroup_version"] == 2
+    assert "reserved-cpus=0-1" in shape["kubelet_args"]
+
+
+def check_go_environment(state: Path, lab: Lab) -> None:
+    """Go daemons run with one P where the guest is emulated in software (context.go_environment), as their
+    processes' environment shows; Go's default (no GOMAXPROCS) on a guest with hardware virtualization. The
+    guest's own word (systemd-detect-virt) must match how libvirt runs it (domain type qemu: TCG)."""
+    conn = libvirt.open(lab.settings.uri)
+    try:
+        types = {name: ET.fromstring(conn.lookupByName(lab.domain_name(lab.guest(name))).XMLDesc(0)).get("type")
+                 for name in ("server", "worker-1")}
+    finally:
+        conn.close()
+    for guest, daemons in (("server", ("kube-apiserver", "etcd")), ("worker-1", ("kubelet", "containerd"))):
+        emulated = ssh(state, guest, "systemd-detect-virt --vm || true").stdout.strip() == "qemu"
+        assert emulated == (types[guest] == "qemu"), (guest, types[guest])
+        for daemon in daemons:
+            environ = f"tr '\\0' '\\n' < /proc/$(pidof -s {daemon})/environ | grep '^GOMAXPROCS=' || true"
+            seen = ssh(state, guest, environ)
+            assert seen.stdout.strip() == ("GOMAXPROCS=1" if emulated else ""), (guest, daemon, seen.stdout)
+
+
+def check_numa_align(state: Path, install: str) -> None:
+    """numa-align runs one way only on every worker: the unit or a DaemonSet pod, never both, nothing left of
+    the other, its sockets beside the kubelet's, and its devices allocatable (it registered)."""
+    api = client.CoreV1Api(config.new_client_from_config(str(state / "kubeconfig")))
+    pods = api.list_namespaced_pod("kube-system", label_selector="app.kubernetes.io/name=numa-align").items
+    for worker in WORKERS:
+        unit = ssh(state, worker, "systemctl is-active numa-align; test -e /etc/systemd/system/numa-align.service "
+                                  "&& echo unit-file; test -e /opt/numa-align && echo venv; true").stdout.split()
+        # the deploy's verify saw the devices allocatable; the sockets are the plugin's own, asked until there
+        sockets = ssh(state, worker, "for i in $(seq 30); do ls /var/lib/kubelet/device-plugins | grep -q numa-1 "
+                                     "&& break; sleep 2; done; ls /var/lib/kubelet/device-plugins").stdout.split()
+        on_worker = [pod for pod in pods if pod.spec.node_name == worker]
+        if install == "systemd":
+            assert unit == ["active", "unit-file", "venv"] and on_worker == [], (worker, unit, on_worker)
+        else:
+            # a unit that was stopped cleanly is inactive; failed means its stop failed or timed out
+            assert unit == ["inactive"] or unit == ["unknown"], (worker, unit, ssh(
+                state, worker, "systemctl show numa-align -p Result -p ExecMainStatus; "
+                               "journalctl -u numa-align -n 15 -o short-precise --no-pager").stdout)
+            assert [pod.status.phase for pod in on_worker] == ["Running"], (worker, on_worker)
+        # one socket per NUMA node with CPUs (worker-3's memory-only node 2 has none), each one plugin's
+        assert sorted(sockets) == ["kubelet.sock", "kubelet_internal_checkpoint", "numa-0.sock", "numa-1.sock"], (
+            worker, sockets)
+        # The node's status follows a new registration within its next status update: asked until then.
+        seen = allocatable(state, worker).get("numa-align/numa-0")
+        for _ in range(45):
+            if seen == "100":
+                break
+            time.sleep(2)
+            seen = allocatable(state, worker).get("numa-align/numa-0")
+        assert seen == "100", (worker, seen)

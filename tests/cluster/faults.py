@@ -1,0 +1,216 @@
+"""The cluster test's fault cases, on its one lab: each injects a fault, asserts the fault took effect, then
+what recovered (or what was refused) and that nothing was lost, and adds a row to the fault table the test
+prints (fault, how it was injected, what was checked, recovery time, what was lost)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from numalab.deploy import draining
+from numalab.model.node_reset import MARK, ResetError
+from tests.cluster.guests import ssh
+
+NAMESPACE = "default"
+LABEL = "numa-lab.cluster/fault"
+
+
+@dataclass(frozen=True)
+class Fault:
+    fault: str
+    injected: str
+    checked: str
+    recovery: str
+    lost: str
+
+
+FAULTS: list[Fault] = []
+"""Every fault case run so far, in order: the test's summary prints them as a table."""
+
+
+def fault_table() -> list[str]:
+    """The table's lines, '' when no case ran."""
+    if not FAULTS:
+        return []
+    head = ("fault", "injected", "checked", "recovery", "lost")
+    rows = [head, *((f.fault, f.injected, f.checked, f.recovery, f.lost) for f in FAULTS)]
+    return ["fault table:", *(" | ".join(row) for row in rows)]
+
+
+def api(state: Path) -> client.ApiClient:
+    return config.new_client_from_config(str(state / "kubeconfig"))
+
+
+def wait(what: str, check: Callable[[], bool], timeout: float, every: float = 2.0) -> float:
+    """Seconds until check() holds; AssertionError naming `what` after `timeout`."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what}: not after {timeout:.0f} s")
+        time.sleep(every)
+    return time.monotonic() - started
+
+
+def _cordon_state(core: client.CoreV1Api, nodes: Iterable[str]) -> dict[str, tuple[bool, str | None]]:
+    found = {}
+    for name in nodes:
+        node = core.read_node(name)
+        found[name] = (bool(node.spec.unschedulable), (node.metadata.annotations or {}).get(MARK))
+    return found
+
+
+def _kubelet_and_checkpoints(state: Path, nodes: Iterable[str]) -> dict[str, str]:
+    """Per node: the kubelet's start and both checkpoints' contents' sums: what a reset would change."""
+    command = ("systemctl show kubelet -p ActiveEnterTimestampMonotonic --value; "
+               "md5sum /var/lib/kubelet/cpu_manager_state /var/lib/kubelet/memory_manager_state")
+    return {name: ssh(state, name, command).stdout for name in nodes}
+
+
+def api_unreachable_during_a_planned_reset(state: Path, workers: list[str],
+                                           run_deploy: Callable[[], subprocess.CompletedProcess[str]]) -> Fault:
+    """The controller's packets to the API server rejected on the server (the nodes still reach it), then a
+    deploy that plans a reset on every worker: refused before any stage, naming a node and the API error;
+    no node cordoned, no kubelet restarted, no checkpoint touched."""
+    core = client.CoreV1Api(api(state))
+    before = _kubelet_and_checkpoints(state, workers), _cordon_state(core, workers)
+    controller = ssh(state, "server", "echo $SSH_CONNECTION").stdout.split()[0]
+    rule = f"INPUT -p tcp --dport 6443 -s {controller} -j REJECT --reject-with tcp-reset"
+    added = ssh(state, "server", f"iptables -I {rule}")
+    assert added.returncode == 0, added.stderr
+    try:
+        try:  # the fault took effect: the controller no longer reaches the API server
+            core.read_node(workers[0], _request_timeout=5)
+            reached = True
+        except Exception:  # noqa: BLE001 - any failure to connect is the fault wanted
+            reached = False
+        assert not reached, "the API server still answered the controller with its port rejected"
+        run = run_deploy()
+    finally:
+        removed = ssh(state, "server", f"iptables -D {rule}")
+    assert removed.returncode == 0, removed.stderr
+    recovery = wait("the API server answering the controller again", lambda: _answers(core, workers[0]), 60, 1)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0, output[-3000:]
+    refused = [line for line in output.splitlines() if "its policy-change reset needs the cluster's API" in line]
+    assert refused and "nothing was changed on" in refused[0], output[-4000:]
+    assert not any(f"Drain {name}" in output for name in workers), output[-4000:]
+    after = _kubelet_and_checkpoints(state, workers), _cordon_state(core, workers)
+    assert after == before, (before, after)  # not cordoned, kubelets not restarted, checkpoints as they were
+    return Fault("API unreachable during a planned reset",
+                 "iptables REJECT of the controller's packets to :6443 on the server, then the reset deploy",
+                 "run refused at planning naming the node and error; no cordon, kubelet restart or checkpoint "
+                 "change on " + ", ".join(workers),
+                 f"API back {recovery:.0f} s after the rule went; the reset then ran", "nothing")
+
+
+def _answers(core: client.CoreV1Api, node: str) -> bool:
+    try:
+        core.read_node(node, _request_timeout=5)
+        return True
+    except Exception:  # noqa: BLE001 - not answering yet
+        return False
+
+
+def _bare_pod(name: str, node: str, image: str, emptydir: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "nodeName": node, "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "app", "image": image, "command": ["sleep", "3600"],
+                        "resources": {"requests": {"memory": "16Mi"}, "limits": {"memory": "16Mi"}}}],
+    }
+    if emptydir:
+        spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        spec["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {LABEL: "drain"}}, "spec": spec}
+
+
+def pods_in_the_drains_way(state: Path, node: str, image: str) -> Fault:
+    """A bare pod and a pod with emptyDir data on `node`, both Running: the drain (numa-lab's own, through the
+    Eviction API, as a reset calls it) is refused naming both pods and the keys that allow them; the node is
+    not cordoned and both pods still run."""
+    core = client.CoreV1Api(api(state))
+    names = [f"fault-bare-{node}", f"fault-scratch-{node}"]
+    for name, emptydir in zip(names, (False, True), strict=True):
+        core.create_namespaced_pod(NAMESPACE, _bare_pod(name, node, image, emptydir))
+    try:
+        wait("the drain's obstacles Running", lambda: all(
+            core.read_namespaced_pod(name, NAMESPACE).status.phase == "Running" for name in names), 180)
+        try:
+            draining.drain(state / "kubeconfig", node)
+            refusal = ""
+        except ResetError as exc:
+            refusal = str(exc)
+        assert f"{NAMESPACE}/{names[0]}" in refusal and f"{NAMESPACE}/{names[1]}" in refusal, refusal
+        assert "drain_force" in refusal and "drain_delete_emptydir_data" in refusal, refusal
+        assert _cordon_state(core, [node]) == {node: (False, None)}
+        phases = [core.read_namespaced_pod(name, NAMESPACE).status.phase for name in names]
+        assert phases == ["Running", "Running"], phases
+    finally:
+        for name in names:
+            core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+    return Fault("bare pod and emptyDir pod in the drain's way", f"a bare pod and an emptyDir pod on {node}",
+                 "drain refused naming both pods and drain_force / drain_delete_emptydir_data; node not cordoned",
+                 "n/a (refused before any change)", "nothing (both pods still Running)")
+
+
+def _guaranteed_pod(name: str, node: str, image: str, scheduler: str | None = None) -> dict[str, Any]:
+    resources = {"cpu": "1", "memory": "32Mi"}
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
+        "containers": [{"name": "app", "image": image, "command": ["sleep", "3600"],
+                        "resources": {"requests": resources, "limits": resources}}],
+    }
+    if scheduler is None:
+        spec["nodeName"] = node
+    else:
+        spec["schedulerName"] = scheduler
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {LABEL: "stuck"}}, "spec": spec}
+
+
+def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa-aware") -> Fault:
+    """A Guaranteed pod on `node` whose image does not exist: admitted (its CPU allocated), then stuck Pending
+    in ImagePullBackOff. numa-align's fingerprint counts the node's Running pods, as the NUMA-aware
+    scheduler's resync does, so the node stays in step: a NUMA-aware pod for `node` is bound and runs."""
+    from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
+
+    core = client.CoreV1Api(api(state))
+    custom = client.CustomObjectsApi(api(state))
+    stuck, placed = f"fault-stuck-{node}", f"fault-after-stuck-{node}"
+    missing = image.split("/")[0] + "/numa-lab/no-such-image:1"  # the lab registry has no such image
+    core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(stuck, node, missing))
+    try:
+        def pulling() -> bool:
+            statuses = core.read_namespaced_pod(stuck, NAMESPACE).status.container_statuses or []
+            waiting = statuses[0].state.waiting if statuses else None
+            return waiting is not None and waiting.reason in ("ErrImagePull", "ImagePullBackOff")
+        wait(f"{stuck} stuck pulling an image that does not exist", pulling, 120)
+
+        def in_step() -> bool:
+            running = [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={node},status.phase=Running").items]
+            nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", node)
+            published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
+            return published == pod_fingerprint(running)
+        synced = wait(f"{node}'s NRT fingerprint that of its Running pods (the stuck one left out)", in_step, 60)
+        assert core.read_namespaced_pod(stuck, NAMESPACE).status.phase == "Pending"  # still stuck: the fault holds
+        core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(placed, node, image, scheduler))
+        bound = wait(f"{placed} ({scheduler}) Running on {node} beside the stuck pod", lambda: (
+            core.read_namespaced_pod(placed, NAMESPACE).status.phase == "Running"), 180)
+    finally:
+        for name in (stuck, placed):
+            try:
+                core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+    return Fault("stuck Pending pod", f"a Guaranteed pod on {node} with an image that does not exist "
+                                      "(ImagePullBackOff, its CPU allocated)",
+                 f"NRT fingerprint = {node}'s Running pods; a {scheduler} pod bound and Running beside it",
+                 f"in step {synced:.0f} s after the pod stuck; the {scheduler} pod ran {bound:.0f} s after creation",
+                 "nothing")
