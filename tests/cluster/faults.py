@@ -19,6 +19,8 @@ from tests.cluster.guests import ssh
 
 NAMESPACE = "default"
 LABEL = "numa-lab.cluster/fault"
+RESYNC_GRACE = 12.0
+"""Two of the NUMA-aware scheduler's resync periods (5 s) and room, as e2e case 9 waits."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,7 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
             return published == pod_fingerprint(running)
         synced = wait(f"{node}'s NRT fingerprint that of its Running pods (the stuck one left out)", in_step, 60)
         assert core.read_namespaced_pod(stuck, NAMESPACE).status.phase == "Pending"  # still stuck: the fault holds
+        time.sleep(RESYNC_GRACE)  # the scheduler's resync (every 5 s) trusts the object again in that time
         core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(placed, node, image, scheduler))
         bound = wait(f"{placed} ({scheduler}) Running on {node} beside the stuck pod", lambda: (
             core.read_namespaced_pod(placed, NAMESPACE).status.phase == "Running"), 180)

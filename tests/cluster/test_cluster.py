@@ -187,7 +187,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
 
         with step(f"e2e suite (etcd and kube-apiserver restarted {API_RESTART_DELAY:.0f} s into it)"):
             suite, restart = restart_api_server_during(
-                state, API_RESTART_DELAY, lambda: e2e(state, env, "--durations=8", "--prometheus-url", prometheus_url))
+                state, list(WORKERS), API_RESTART_DELAY,
+                lambda: e2e(state, env, "--durations=8", "--prometheus-url", prometheus_url))
         note_durations("e2e", suite.stdout)
         note_outages(suite.stdout)  # an API server restart the cases waited out is shown, never hidden
         table = suite.stdout + suite.stderr
