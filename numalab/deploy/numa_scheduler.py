@@ -8,9 +8,10 @@ kube-scheduler, with its own client certificate and config, restarted when any o
 waited for on its /healthz. Turned off, its unit is stopped and removed (its rights stay: harmless
 without the certificate's holder running).
 
-The plugin ignores NodeResourceTopology objects created after it started (scheduler-plugins issue 967): the
-scheduler is started only once every node has its object, and restarted when an object is newer than the
-running scheduler (a node added, or its object made again).
+Upstream's plugin ignores NodeResourceTopology objects created after it started (scheduler-plugins issue
+967); numa-lab's build carries a fix (numalab/k8s/scheduler_go/nrtadopt: objects made later, or made again
+for a re-registered Node, are handed to its cache), so the scheduler is no longer restarted for newer objects.
+It still starts only once every node has its object: a first deploy's scheduler has them all at once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.files import File
-from pyinfra.facts.server import Command
 from pyinfra.operations import files, python, systemd
 from pyinfra.operations.util import any_changed
 
@@ -64,19 +64,6 @@ def _binary() -> Path:
         raise DeployError(f"numa_scheduler: {exc}") from None
 
 
-def started_at() -> float | None:
-    """When the running scheduler started (seconds since the epoch, the host's clock), or None if it is down."""
-    said = host.get_fact(Command, f"systemctl is-active -q {model.NAME} && "
-                                  f"date -d \"$(systemctl show {model.NAME} -p ActiveEnterTimestamp --value)\" +%s "
-                                  "|| true")
-    return float(said) if said and said.strip().isdigit() else None
-
-
-def stale_objects(created: dict[str, float], started: float | None) -> list[str]:
-    """The NRT objects a scheduler started at `started` has not seen (made after it started)."""
-    return sorted(name for name, when in created.items() if started is not None and when > started)
-
-
 def _remove() -> None:
     if not host.get_fact(File, path=UNIT_FILE):
         host.noop("numa_scheduler is off and no NUMA-aware scheduler runs")
@@ -109,17 +96,15 @@ def numa_scheduler() -> None:
     systemd.daemon_reload(name=f"Reload systemd for {model.NAME}", _if=any_changed(unit))
     nodes = list(context.cluster_of(host).node_names)
     created = api.nrt_created(kubeconfig)
-    unseen = stale_objects(created, started_at())
     if set(nodes) - set(created) or any(op.will_change for op in (unit, *changed)):
         python.call(name=f"Wait until every node has its NodeResourceTopology before {model.NAME} (re)starts",
                     function=api.wait_nrt_objects, kubeconfig=kubeconfig, nodes=nodes, timeout=NRT_TIMEOUT)
     systemd.service(name=f"{model.NAME} enabled and running", service=model.NAME, running=True, enabled=True)
-    why = f"NRT objects newer than it ({', '.join(unseen)})" if unseen else "its new binary, config or credentials"
-    systemd.service(name=f"Restart {model.NAME} for {why}", service=model.NAME, restarted=True,
-                    _if=lambda: bool(unseen) or any_changed(unit, *changed)())
+    systemd.service(name=f"Restart {model.NAME} for its new binary, config or credentials", service=model.NAME,
+                    restarted=True, _if=any_changed(unit, *changed))
     wait_until(
         name=f"Wait for {model.NAME} /healthz",
         check=f"curl -skf https://127.0.0.1:{model.SECURE_PORT}/healthz >/dev/null",
         timeout=READY_TIMEOUT, unit=model.NAME, node=context.node_name(host), what=model.NAME,
-        _if=lambda: bool(unseen) or any_changed(unit, *changed)(),
+        _if=any_changed(unit, *changed),
     )

@@ -9,7 +9,7 @@ import yaml
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import runs_numa_scheduler
-from numalab.deploy.numa_scheduler import config_text, rbac_manifest, stale_objects
+from numalab.deploy.numa_scheduler import config_text, rbac_manifest
 from numalab.lint.cluster_schedulers import FRESH_SECONDS
 from numalab.model import numa_scheduler as model
 from tests.deploy.test_context import FakeHost
@@ -62,10 +62,3 @@ def test_on_by_default_in_an_upstream_lab_only_and_refused_where_it_cannot_run()
         runs_numa_scheduler(FakeHost({**LAB, "numa_align_nrt": False}))
     with pytest.raises(DeployError, match="numa_scheduler is 'on'"):
         runs_numa_scheduler(FakeHost({"numa_scheduler": "on"}))
-
-
-def test_objects_made_after_the_scheduler_started_call_for_a_restart() -> None:
-    created = {"worker-1": 100.0, "worker-3": 250.0}
-    assert stale_objects(created, 200.0) == ["worker-3"]
-    assert stale_objects(created, 300.0) == []
-    assert stale_objects(created, None) == []  # not running: it starts after the wait, seeing them all

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from numalab.files import file_digest
-from numalab.k8s import scheduler
+from numalab.k8s import scheduler, scheduler_fix
 from numalab.k8s.building import build_date, version_ldflags
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.scheduler import (
     BINARY,
+    FIX_SYMBOL,
     PLUGIN,
     SCHEDULER_PLUGINS_VERSION,
     main_go,
@@ -23,6 +24,7 @@ from numalab.k8s.scheduler import (
     scheduler_problem,
     wrapper_go_mod,
 )
+from numalab.k8s.scheduler_fix import FIX_TESTS, fix_digest, fix_sources
 from numalab.k8s.source import ModuleSource, SourceError
 from tests.k8s.fakebinaries import RecordingProgress
 from tests.k8s.test_building import KUBERNETES_GO_MOD
@@ -43,22 +45,22 @@ replace k8s.io/kubernetes => k8s.io/kubernetes v1.35.4
 STAGING = ("k8s.io/api", "k8s.io/client-go", "k8s.io/component-base", "k8s.io/kube-proxy")
 
 
-def fake_scheduler(path: Path, version: str = "v1.36.3", plugin: bool = True) -> Path:
-    """A script printing `Kubernetes <version>` for --version, naming the plugin the way the binary holds it."""
+def fake_scheduler(path: Path, version: str = "v1.36.3", plugin: bool = True, fix: bool = True) -> Path:
+    """A script printing `Kubernetes <version>` for --version, naming the plugin and the fix as the binary does."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    linked = f"# {PLUGIN}\n" if plugin else ""
+    linked = (f"# {PLUGIN}\n" if plugin else "") + (f"# {FIX_SYMBOL}\n" if fix else "")
     path.write_text(f'#!/bin/sh\n{linked}[ "$1" = --version ] && echo "Kubernetes {version}"\nexit 0\n')
     path.chmod(0o755)
     return path
 
 
 class FakeBuilder:
-    def __init__(self, version: str = "v1.36.3", plugin: bool = True) -> None:
-        self.version, self.plugin, self.calls = version, plugin, 0
+    def __init__(self, version: str = "v1.36.3", plugin: bool = True, fix: bool = True) -> None:
+        self.version, self.plugin, self.fix, self.calls = version, plugin, fix, 0
 
     def __call__(self, kubernetes_version, work, progress, environ):
         self.calls += 1
-        fake_scheduler(work / "bin" / BINARY, self.version, self.plugin)
+        fake_scheduler(work / "bin" / BINARY, self.version, self.plugin, self.fix)
         return {"ldflags": "-s -w"}
 
 
@@ -109,11 +111,12 @@ def test_go_parses_the_wrapper_go_mod(tmp_path):
     assert {r["Path"]: r["Version"] for r in parsed["Require"]}["sigs.k8s.io/controller-runtime"] == "v0.24.1"
 
 
-def test_main_go_registers_only_the_topology_plugin(tmp_path):
+def test_main_go_registers_only_the_topology_plugin_through_the_fix(tmp_path):
     text = main_go()
-    assert "app.NewSchedulerCommand(app.WithPlugin(noderesourcetopology.Name, noderesourcetopology.New))" in text
+    assert "app.NewSchedulerCommand(app.WithPlugin(noderesourcetopology.Name, nrtadopt.New))" in text
     assert '\t"k8s.io/kubernetes/cmd/kube-scheduler/app"\n' in text
     assert '\t"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology"\n' in text
+    assert '\t"numalab.local/schedulerbuild/nrtadopt"\n' in text
     assert '\t_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"\n' in text
     assert text.count("app.WithPlugin(") == 1 and "os.Exit(cli.Run(command))" in text
     if shutil.which("gofmt"):
@@ -144,10 +147,13 @@ def test_go_build_writes_the_wrapper_and_builds_static_stamped_and_trimmed(tmp_p
 
     def run_logged(argv, cwd, env, log, progress, counted, unit):
         ran.append((argv, dict(env)))
+        if argv[1] == "test":
+            log.write("".join(f"--- PASS: {name} (0.01s)\n" for name in FIX_TESTS) + "PASS\n")
         if argv[1] == "build":
             fake_scheduler(Path(argv[argv.index("-o") + 1]))
 
     monkeypatch.setattr(scheduler, "run_logged", run_logged)
+    monkeypatch.setattr(scheduler_fix, "run_logged", run_logged)
     work = tmp_path / "entry.build"
     fields = scheduler.go_build_scheduler("v1.36.3", work, RecordingProgress(), {"GOFLAGS": "-buildvcs=false"})
     assert downloaded == [
@@ -155,12 +161,34 @@ def test_go_build_writes_the_wrapper_and_builds_static_stamped_and_trimmed(tmp_p
     ]
     assert (work / "module" / "go.mod").read_text() == wrapper_go_mod(KUBERNETES_GO_MOD, "v1.36.3", PLUGINS_GO_MOD)
     assert (work / "module" / "main.go").read_text() == main_go()
-    (tidy, tidy_env), (build, build_env) = ran
+    assert {name: (work / "module" / name).read_bytes() for name in fix_sources()} == fix_sources()
+    (tidy, tidy_env), (test, test_env), (build, build_env) = ran
     assert tidy[1:] == ["mod", "tidy"] and tidy_env["GOFLAGS"] == "-buildvcs=false -mod=mod"
+    # The fix's test before the build, with the build's flags and environment: the build reuses its packages.
+    assert test[1:] == ["test", "-trimpath", "-v", "./nrtadopt/"] and test_env == build_env
     assert build_env["CGO_ENABLED"] == "0" and build_env["GOFLAGS"] == "-buildvcs=false"
     flags = version_ldflags("v1.36.3", build_date("2026-10-21T02:17:32Z"))
     assert build[1:] == ["build", "-v", "-trimpath", "-ldflags", flags, "-o", str(work / "bin" / BINARY), "."]
     assert fields["ldflags"] == flags and (work / "build.log").is_file()
+    assert fields["fix_digest"] == fix_digest() and fields["fix_tests_passed"] == sorted(FIX_TESTS)
+
+
+def test_a_failing_fix_test_builds_nothing(tmp_path, monkeypatch):
+    fake_modules(tmp_path, monkeypatch)
+    ran: list[str] = []
+
+    def run_logged(argv, cwd, env, log, progress, counted, unit):
+        ran.append(argv[1])
+        if argv[1] == "test":
+            log.write(f"    --- FAIL: {FIX_TESTS[0]}/created_after_start (3.02s)\nFAIL\n")
+            raise BinariesError("go test failed (exit 1): FAIL; full output in x.log")
+
+    monkeypatch.setattr(scheduler, "run_logged", run_logged)
+    monkeypatch.setattr(scheduler_fix, "run_logged", run_logged)
+    with pytest.raises(BinariesError, match=rf"the fix's go test failed {FIX_TESTS[0]}/created_after_start; "
+                                            r"full output in .*entry\.build\.log"):
+        scheduler.go_build_scheduler("v1.36.3", tmp_path / "entry.build", RecordingProgress(), {})
+    assert ran == ["mod", "test"]
 
 
 def test_go_too_old_for_the_modules_is_refused_before_building(tmp_path, monkeypatch):
@@ -185,7 +213,7 @@ def test_a_module_that_cannot_be_downloaded_is_named(tmp_path, monkeypatch):
 def test_build_is_checked_and_cached_by_both_versions_and_go(tmp_path):
     builder = FakeBuilder()
     binary = scheduler_binary(tmp_path, kubernetes_version="v1.36.3", builder=builder, progress=RecordingProgress())
-    entry = tmp_path / f"numa-scheduler-v1.36.3-{SCHEDULER_PLUGINS_VERSION}-{TOOLCHAIN}"
+    entry = tmp_path / f"numa-scheduler-v1.36.3-{SCHEDULER_PLUGINS_VERSION}-{TOOLCHAIN}-fix{fix_digest()}"
     assert binary == entry / "bin" / BINARY
     assert [line.split("  ")[1] for line in (entry / "SHA256SUMS").read_text().splitlines()] == ["bin/numa-scheduler"]
     manifest = json.loads((entry / "manifest.json").read_text())
@@ -196,7 +224,7 @@ def test_build_is_checked_and_cached_by_both_versions_and_go(tmp_path):
     again = scheduler_binary(tmp_path, kubernetes_version="v1.36.3", builder=builder, progress=progress, build=False)
     assert again == binary and builder.calls == 1 and progress.saw("check cached")
     scheduler_binary(tmp_path, kubernetes_version="v1.36.2", builder=FakeBuilder("v1.36.2"))
-    assert (tmp_path / f"numa-scheduler-v1.36.2-{SCHEDULER_PLUGINS_VERSION}-{TOOLCHAIN}").is_dir()
+    assert (tmp_path / f"numa-scheduler-v1.36.2-{SCHEDULER_PLUGINS_VERSION}-{TOOLCHAIN}-fix{fix_digest()}").is_dir()
 
 
 def test_build_printing_another_version_is_refused_and_not_cached(tmp_path):
@@ -211,6 +239,12 @@ def test_a_stock_kube_scheduler_is_refused(tmp_path):
         scheduler_binary(tmp_path, kubernetes_version="v1.36.3", builder=FakeBuilder(plugin=False))
 
 
+def test_the_plugin_without_the_fix_is_refused(tmp_path):
+    with pytest.raises(BinariesError, match=r"has no numalab.local/schedulerbuild/nrtadopt.New linked in \(upstream's "
+                                            r"plugin without numa-lab's fix for issue 967\)"):
+        scheduler_binary(tmp_path, kubernetes_version="v1.36.3", builder=FakeBuilder(fix=False))
+
+
 def test_not_built_yet_is_reported_when_building_is_off(tmp_path):
     builder = FakeBuilder()
     with pytest.raises(BinariesError, match=rf"numa-scheduler \(.*@v1\.36\.3\) is not built yet for {TOOLCHAIN} "
@@ -221,7 +255,7 @@ def test_not_built_yet_is_reported_when_building_is_off(tmp_path):
 
 def test_a_cached_binary_for_another_version_is_refused_on_use(tmp_path):
     scheduler_binary(tmp_path, kubernetes_version="v1.36.3", builder=FakeBuilder())
-    entry = tmp_path / f"numa-scheduler-v1.36.3-{SCHEDULER_PLUGINS_VERSION}-{TOOLCHAIN}"
+    entry = tmp_path / f"numa-scheduler-v1.36.3-{SCHEDULER_PLUGINS_VERSION}-{TOOLCHAIN}-fix{fix_digest()}"
     fake_scheduler(entry / "bin" / BINARY, "v1.35.0")
     (entry / "SHA256SUMS").write_text(f"{file_digest(entry / 'bin' / BINARY)}  bin/{BINARY}\n")
     with pytest.raises(BinariesError, match=rf"cached {entry}/bin/numa-scheduler: .*says Kubernetes v1\.35\.0.*; "
