@@ -217,3 +217,69 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
                  f"NRT fingerprint = {node}'s Running pods; a {scheduler} pod bound and Running beside it",
                  f"in step {synced:.0f} s after the pod stuck; the {scheduler} pod ran {bound:.0f} s after creation",
                  "nothing")
+
+
+def node_registered_again(state: Path, node: str, image: str, scheduler: str = "numa-aware") -> Fault:
+    """`node`'s Node deleted and made again at once (numa-lab's own ensure_node, with the same podCIDR) and its
+    kubelet restarted, which registers by adopting it, as after a node's rebuild: its NRT object goes with the
+    old Node (owned by it),
+    numa-align makes a new one for the new Node, and the NUMA-aware scheduler adopts it without a restart
+    (numa-scheduler's nrtadopt, scheduler-plugins#967) and places a pod on the node by it."""
+    from numalab.deploy.api import ensure_node
+
+    core = client.CoreV1Api(api(state))
+    custom = client.CustomObjectsApi(api(state))
+
+    def nrt() -> dict[str, Any] | None:
+        try:
+            return custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
+                                                    node)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    old = core.read_node(node)
+    old_nrt = nrt()
+    assert old_nrt is not None and old_nrt["metadata"]["ownerReferences"][0]["uid"] == old.metadata.uid
+    scheduler_started = ssh(state, "server", "systemctl show numa-scheduler -p ActiveEnterTimestampMonotonic "
+                                             "--value").stdout.strip()
+    started = time.monotonic()
+    core.delete_node(node)
+    ensure_node(state / "kubeconfig", node, old.spec.pod_cidr)
+    new = core.read_node(node)
+    assert new.metadata.uid != old.metadata.uid  # the fault took effect: another Node of that name
+    # The kubelet registers again at its start, adopting the Node (its labels and status), as after a rebuild
+    restarted_kubelet = ssh(state, node, "systemctl restart kubelet")
+    assert restarted_kubelet.returncode == 0, restarted_kubelet.stderr
+
+    def registered() -> bool:
+        found = core.read_node(node)
+        ready = any(c.type == "Ready" and c.status == "True" for c in (found.status.conditions or []))
+        return ready and (found.metadata.labels or {}).get("kubernetes.io/hostname") == node
+    wait(f"{node} registered again by its kubelet (labels, Ready)", registered, 180, 3)
+
+    def made_again() -> bool:
+        found = nrt()
+        return found is not None and found["metadata"]["ownerReferences"][0]["uid"] == new.metadata.uid
+    remade = wait(f"{node}'s NRT object made again for its new Node", made_again, 180, 3)
+    new_uid = nrt()["metadata"]["uid"]
+    adopted = wait("numa-scheduler adopting the new object", lambda: ssh(
+        state, "server", f"journalctl -u numa-scheduler --no-pager | grep -F 'adopting NodeResourceTopology' | "
+                         f"grep -F 'node=\"{node}\"' | grep -cF '{new_uid}' || true").stdout.strip() not in ("", "0"),
+                   60, 2)
+    name = f"fault-after-reregistration-{node}"
+    core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(name, node, image, scheduler))
+    try:
+        ran = wait(f"{name} ({scheduler}) Running on {node}", lambda: (
+            core.read_namespaced_pod(name, NAMESPACE).status.phase == "Running"), 180)
+    finally:
+        core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+    restarted = ssh(state, "server", "systemctl show numa-scheduler -p ActiveEnterTimestampMonotonic "
+                                     "--value").stdout.strip()
+    assert restarted == scheduler_started, "numa-scheduler was restarted: the object was not adopted live"
+    return Fault("Node deleted and registered again", f"Node {node} deleted and made again at once (new uid)",
+                 f"NRT object made again for the new Node; numa-scheduler adopted it live (not restarted); a "
+                 f"{scheduler} pod ran on {node}",
+                 f"object back {remade:.0f} s after, adopted {adopted:.0f} s later, pod Running in {ran:.0f} s",
+                 f"nothing (total {time.monotonic() - started:.0f} s)")

@@ -9,7 +9,8 @@ One test, because every step needs the one before: build or reuse the binaries, 
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
 Cpus_allowed_list and Mems_allowed_list narrowed to node N, a Service reached by its DNS name), inspect a
 worker's kubelet; then the fault cases (tests/cluster/faults.py, fault_restarts.py, fault_reboots.py; the
-API server and etcd are restarted under the e2e suite): a pod stuck Pending, pods in the drain's way,
+API server and etcd are restarted under the e2e suite): a pod stuck Pending, a Node deleted and registered
+again, pods in the drain's way,
 worker-1 hard-reset and then powered off and on with less memory in a cell, its CPU 3 taken offline, the
 API unreachable during a planned reset; then one run changes the Memory Manager policy (a reset, one node
 at a time, worker-1's also for its offline CPU) and moves numa-align from its systemd unit to its DaemonSet
@@ -49,6 +50,7 @@ from tests.cluster.faults import (
     FAULTS,
     Fault,
     api_unreachable_during_a_planned_reset,
+    node_registered_again,
     pods_in_the_drains_way,
     stuck_pending_pod,
 )
@@ -231,6 +233,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
 
         with step("fault: a pod stuck Pending"):
             FAULTS.append(stuck_pending_pod(state, "worker-1", PROBE_IMAGE))
+        with step("fault: a Node deleted and registered again"):
+            FAULTS.append(node_registered_again(state, "worker-1", PROBE_IMAGE))
         with step("fault: pods in the drain's way"):
             FAULTS.append(pods_in_the_drains_way(state, "worker-1", PROBE_IMAGE))
         with step("fault: worker-1 hard-reset, then powered off and on with less memory in cell 1"):

@@ -1,6 +1,6 @@
 """The NUMA-aware scheduler as the numa_scheduler stage renders it: a second profile with the plugin and its
 reserve cache set for numa-align's fingerprint, a Lease and identity of its own with a scheduler's rights
-plus NRT reads, on by default only in an upstream lab, and restarted for NRT objects newer than it."""
+plus NRT reads, on by default only in an upstream lab."""
 
 from __future__ import annotations
 
