@@ -9,8 +9,8 @@ One test, because every step needs the one before: build or reuse the binaries, 
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
 Cpus_allowed_list and Mems_allowed_list narrowed to node N, a Service reached by its DNS name), inspect a
 worker's kubelet; then the fault cases (tests/cluster/faults.py, fault_restarts.py, fault_reboots.py; the
-API server and etcd are restarted under the e2e suite): a pod stuck Pending, a Node deleted and registered
-again, pods in the drain's way,
+API server and etcd are restarted under the e2e suite): numa-align killed on worker-3 (stale in `kubectl
+numa`, then back), a pod stuck Pending, a Node deleted and registered again, pods in the drain's way,
 worker-1 hard-reset and then powered off and on with less memory in a cell, its CPU 3 taken offline, the
 API unreachable during a planned reset; then one run changes the Memory Manager policy (a reset, one node
 at a time, worker-1's also for its offline CPU) and moves numa-align from its systemd unit to its DaemonSet
@@ -44,6 +44,7 @@ from tests.cluster.checks import (
     check_top,
     configz,
 )
+from tests.cluster.fault_plugin import kill_numa_align, stale_then_back
 from tests.cluster.fault_reboots import PinnedPod, changed_memory_power_cycle, hard_resets
 from tests.cluster.fault_restarts import restart_api_server_during, rode_through_api_restart
 from tests.cluster.faults import (
@@ -233,6 +234,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
 
         with step("fault: a pod stuck Pending"):
             FAULTS.append(stuck_pending_pod(state, "worker-1", PROBE_IMAGE))
+        killed_at = kill_numa_align(state, "worker-3")  # kept down while worker-1's cases run (no wait of its own)
         with step("fault: a Node deleted and registered again"):
             FAULTS.append(node_registered_again(state, "worker-1", PROBE_IMAGE))
         with step("fault: pods in the drain's way"):
@@ -244,6 +246,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                 FAULTS.append(changed_memory_power_cycle(pinned, lambda: shrink_cell(lab, "worker-1", 1, 1920)))
             finally:
                 pinned.delete()
+        with step("fault: numa-align killed on worker-3 (stale, then back)"):
+            FAULTS.append(stale_then_back(state, env, "worker-3", killed_at))
         # CPU 3 of worker-1 taken offline (and its declared shape says so, as offline_cpus would): the next run
         # plans the reset for the CPU Manager's checkpoint too
         offline = ssh(state, "worker-1", "echo 0 > /sys/devices/system/cpu/cpu3/online; "
