@@ -35,15 +35,21 @@ record = Outages()
 OUTAGE_ATTEMPTS = 40
 OUTAGE_BACKOFF_MAX = 15.0  # seconds between attempts: 40 attempts wait about 9 minutes in all
 OUTAGE_DEFERRALS = 20  # answers with Retry-After (the API server says when: 1 s while it starts)
+OUTAGE_READS = 5  # idempotent requests cut off with no answer (the server stopped under them)
 
 
 class OutageRetry(urllib3.util.Retry):
-    """Retry what a restarting API server could not have acted on, and nothing else.
+    """Retry what a restarting API server could not have acted on, or what is safe to send twice, and nothing
+    else.
 
     A restarting kube-apiserver (systemd brings it back in seconds, its start takes minutes on an
     emulated guest) first refuses connections (nothing was sent), then may answer 429/503 with Retry-After
     while it starts (the request was not processed: client-go retries those for every verb, and so do we,
-    after the time it asks). Every other error or status is the case's to judge, at once.
+    after the time it asks). A request cut off by its stop (the connection closed with no answer) is sent
+    again only when sending it twice does what sending it once does: urllib3's idempotent methods (GET,
+    PUT, DELETE, ...; a DELETE answered 404 the second time is its callers' to take as done). A POST so cut
+    off is raised: the create may have happened (Cluster.create_* checks). Every other error or status is
+    the case's to judge, at once.
     """
 
     DEFERRED = frozenset({429, 503})
@@ -52,7 +58,8 @@ class OutageRetry(urllib3.util.Retry):
         kwargs.setdefault("total", None)
         kwargs.setdefault("connect", OUTAGE_ATTEMPTS)
         kwargs.setdefault("status", OUTAGE_DEFERRALS)
-        for kind in ("read", "redirect", "other"):
+        kwargs.setdefault("read", OUTAGE_READS)  # idempotent methods only (Retry.DEFAULT_ALLOWED_METHODS)
+        for kind in ("redirect", "other"):
             kwargs.setdefault(kind, 0)
         kwargs.setdefault("backoff_factor", 1.0)
         kwargs.setdefault("backoff_max", OUTAGE_BACKOFF_MAX)
@@ -63,8 +70,9 @@ class OutageRetry(urllib3.util.Retry):
         return has_retry_after and status_code in self.DEFERRED
 
     def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
-        if error is not None and self._is_connection_error(error):
-            record.add(str(error))
+        if error is not None and (self._is_connection_error(error)
+                                  or (self._is_read_error(error) and self._is_method_retryable(method or ""))):
+            record.add(f"{method} {url}: {error}")
         elif response is not None and response.status in self.DEFERRED:
             record.add(f"{method} {url}: HTTP {response.status}, Retry-After {response.headers.get('Retry-After')}")
         return super().increment(method, url, response, error, _pool, _stacktrace)

@@ -67,6 +67,33 @@ def connect(kubeconfig: Path) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+CREATE_ATTEMPTS = 5
+
+
+def created(create: Callable[[], Any], read: Callable[[], Any], attempts: int = CREATE_ATTEMPTS) -> None:
+    """create() an object whose name is fixed, riding through an API server stopped under the request: a
+    POST cut off with no answer may or may not have happened, so the object is read (the retrying client
+    waits for the server), and created again only when it is not there. A 409 after such a cut is the
+    first attempt's object."""
+    for attempt in range(attempts):
+        try:
+            create()
+            return
+        except urllib3.exceptions.HTTPError:
+            if attempt == attempts - 1:
+                raise
+        except ApiException as exc:
+            if exc.status != 409 or attempt == 0:
+                raise
+            return
+        try:
+            read()
+            return
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
 class Cluster:
     """One namespace's worth of e2e pods on a cluster, plus the node-level reads the cases need."""
 
@@ -122,8 +149,10 @@ class Cluster:
     def create_pods(self, bodies: Iterable[dict[str, Any]]) -> list[str]:
         names = []
         for body in bodies:
-            self.core.create_namespaced_pod(self.namespace, body)
-            names.append(body["metadata"]["name"])
+            name = body["metadata"]["name"]
+            created(lambda body=body: self.core.create_namespaced_pod(self.namespace, body),
+                    lambda name=name: self.core.read_namespaced_pod(name, self.namespace))
+            names.append(name)
         return names
 
     def pod(self, name: str) -> dict[str, Any]:
@@ -158,8 +187,10 @@ class Cluster:
     # --- deployments ---------------------------------------------------------------------------
 
     def create_deployment(self, body: dict[str, Any]) -> str:
-        client.AppsV1Api(self.api).create_namespaced_deployment(self.namespace, body)
-        return body["metadata"]["name"]
+        apps, name = client.AppsV1Api(self.api), body["metadata"]["name"]
+        created(lambda: apps.create_namespaced_deployment(self.namespace, body),
+                lambda: apps.read_namespaced_deployment(name, self.namespace))
+        return name
 
     def delete_deployment(self, name: str, selector: str, wait: float = 120.0) -> None:
         """Delete a Deployment with its ReplicaSets and pods, and wait until its pods are gone."""

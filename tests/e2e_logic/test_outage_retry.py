@@ -148,3 +148,78 @@ def test_running_pods_come_from_one_list_grouped_by_node() -> None:
     assert cluster.running_pods(["worker-1", "worker-3"]) == {"worker-1": [("e2e", "p-1")],
                                                               "worker-3": [("kube-system", "coredns-1")]}
     assert asked == ["status.phase=Running"]
+
+
+def cut_once_server(answered: list[str]) -> http.server.HTTPServer:
+    """Closes the connection of the first request with no answer (a kube-apiserver stopped under it), then
+    answers 200."""
+    class CutOnce(Ok):
+        def _serve(self):
+            answered.append(self.command)
+            if len(answered) == 1:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        do_GET = do_DELETE = do_POST = _serve  # noqa: N815
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), CutOnce)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_an_idempotent_request_cut_off_by_a_stopping_server_is_sent_again(outages, method: str) -> None:
+    answered: list[str] = []
+    server = cut_once_server(answered)
+    try:
+        pool = urllib3.PoolManager(retries=OutageRetry(backoff_factor=0.0))
+        answer = pool.request(method, f"http://127.0.0.1:{server.server_address[1]}/api/v1/pods/x")
+    finally:
+        server.shutdown()
+    assert answer.status == 200 and answered == [method, method]
+    assert len(outages.refused) == 1 and method in outages.refused[0][1]
+
+
+def test_a_create_cut_off_is_not_sent_again_by_the_client(outages) -> None:
+    answered: list[str] = []
+    server = cut_once_server(answered)
+    try:
+        pool = urllib3.PoolManager(retries=OutageRetry(backoff_factor=0.0))
+        with pytest.raises(urllib3.exceptions.ProtocolError):
+            pool.request("POST", f"http://127.0.0.1:{server.server_address[1]}/api/v1/pods", body=b"{}")
+    finally:
+        server.shutdown()
+    assert answered == ["POST"]  # it may have happened: Cluster.create_* look before creating again
+
+
+def test_a_cut_off_create_is_looked_for_before_it_is_made_again() -> None:
+    from kubernetes.client.rest import ApiException
+
+    calls: list[str] = []
+    exists = {"after": False}
+
+    def create() -> None:
+        calls.append("create")
+        if len(calls) == 1:
+            raise urllib3.exceptions.ProtocolError("Connection aborted.")
+
+    def read() -> None:
+        calls.append("read")
+        if not exists["after"]:
+            raise ApiException(status=404)
+
+    kube.created(create, read)
+    assert calls == ["create", "read", "create"]  # not there: made again
+    calls.clear()
+    exists["after"] = True
+    kube.created(create, read)
+    assert calls == ["create", "read"]  # there: the first attempt made it
+
+    def conflict() -> None:
+        raise ApiException(status=409)
+    with pytest.raises(ApiException):
+        kube.created(conflict, read)  # a name taken before any cut is the case's to judge
