@@ -43,7 +43,7 @@ def test_phases_and_slowest_operations_come_from_the_output(tmp_path: Path) -> N
     assert phases["connect (lab up)"] >= 0.3 and phases["plan (facts)"] >= 0.4
     slowest = timed.slowest_operations(2)
     assert [name for name, _ in slowest] == ["numa_align | Wait for the DaemonSet", "policy_reset | Drain worker-1"]
-    assert slowest[0][1] >= 0.5
+    assert slowest[0][1] >= 0.45  # the fake sleeps 0.5 s; the two clocks' reads can fall a hair inside it
 
 
 def test_the_output_is_whole_colourless_with_stderr_and_logged_with_times(tmp_path: Path) -> None:

@@ -193,21 +193,61 @@ def test_second_run_changes_nothing(rke2_lab: Rke2Lab) -> None:
     assert grand_total(result) == [hosts, "-", "-", hosts]
 
 
+@contextmanager
+def api_without_nodes(kubeconfig: Path) -> Iterator[None]:
+    """An API server on loopback (the drain runs on the controller) that has no Node yet: what a cluster
+    answers for nodes that never joined, so a reset has nothing to drain. RKE2 itself cannot run here."""
+    class NoNodes(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            known = self.path.split("?")[0] == "/api/v1/nodes"
+            body = json.dumps({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": []} if known else
+                              {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}).encode()
+            self.send_response(200 if known else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NoNodes)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    try:
+        yield
+    finally:
+        server.shutdown()
+        kubeconfig.unlink()
+
+
 def test_a_memory_policy_change_resets_the_checkpoint_once(rke2_lab: Rke2Lab) -> None:
-    """The kubelet refuses memory_manager_state written under another policy: the stage removes it (with
-    rke2-agent / rke2-server stopped) when the policy changes, and the run after that touches nothing."""
+    """The kubelet refuses memory_manager_state written under another policy. Without an API to drain the node
+    through, the reset is refused and nothing is touched; with one that has no such Node (never joined:
+    nothing to drain), the stage removes the file (with rke2-agent / rke2-server stopped), and the run after
+    that touches nothing."""
     agent = rke2_lab.lab.guests["three"]
     agent.host.run(f"mkdir -p /var/lib/kubelet && echo '{{\"policyName\":\"Static\"}}' > {MEMORY_MANAGER_STATE}")
     none = json.dumps({"memory-manager-policy": "None"})
-    changed = rke2_lab.run(FILES_DEPLOY, "--data", f"kubelet_settings={none}")
-    output = changed.stdout + changed.stderr
-    assert changed.returncode == 0, output
-    assert f"Remove {MEMORY_MANAGER_STATE}" in output and "Stop rke2-agent" in output
-    assert not agent.host.file(MEMORY_MANAGER_STATE).exists
-    args = yaml.safe_load(agent.host.file("/etc/rancher/rke2/config.yaml.d/50-numa-lab.yaml").content_string)
-    assert "memory-manager-policy=None" in args["kubelet-arg+"]
-    agent.host.run(f"echo '{{\"policyName\":\"None\"}}' > {MEMORY_MANAGER_STATE}")
-    again = rke2_lab.run(FILES_DEPLOY, "--data", f"kubelet_settings={none}")
+    refused = rke2_lab.run(FILES_DEPLOY, "--data", f"kubelet_settings={none}")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "nothing was changed on three" in output, output
+    assert "Stop rke2-agent" not in output and agent.host.file(MEMORY_MANAGER_STATE).exists
+    with api_without_nodes(rke2_lab.state / "kubeconfig"):
+        changed = rke2_lab.run(FILES_DEPLOY, "--data", f"kubelet_settings={none}")
+        output = changed.stdout + changed.stderr
+        assert changed.returncode == 0, output
+        assert f"Remove {MEMORY_MANAGER_STATE}" in output and "Stop rke2-agent" in output
+        assert not agent.host.file(MEMORY_MANAGER_STATE).exists
+        args = yaml.safe_load(agent.host.file("/etc/rancher/rke2/config.yaml.d/50-numa-lab.yaml").content_string)
+        assert "memory-manager-policy=None" in args["kubelet-arg+"]
+        agent.host.run(f"echo '{{\"policyName\":\"None\"}}' > {MEMORY_MANAGER_STATE}")
+        again = rke2_lab.run(FILES_DEPLOY, "--data", f"kubelet_settings={none}")
     assert again.returncode == 0, again.stdout + again.stderr
     assert grand_total(again)[1:3] == ["-", "-"]
     assert agent.host.file(MEMORY_MANAGER_STATE).exists
