@@ -175,12 +175,21 @@ def _guaranteed_pod(name: str, node: str, image: str, scheduler: str | None = No
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {LABEL: "stuck"}}, "spec": spec}
 
 
+def in_step(core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str) -> bool:
+    """Does `node`'s NRT object carry the fingerprint of its Running pods (what the scheduler's resync checks)?"""
+    from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
+
+    running = [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(
+        field_selector=f"spec.nodeName={node},status.phase=Running").items]
+    nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", node)
+    published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
+    return published == pod_fingerprint(running)
+
+
 def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa-aware") -> Fault:
     """A Guaranteed pod on `node` whose image does not exist: admitted (its CPU allocated), then stuck Pending
     in ImagePullBackOff. numa-align's fingerprint counts the node's Running pods, as the NUMA-aware
     scheduler's resync does, so the node stays in step: a NUMA-aware pod for `node` is bound and runs."""
-    from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
-
     core = client.CoreV1Api(api(state))
     custom = client.CustomObjectsApi(api(state))
     stuck, placed = f"fault-stuck-{node}", f"fault-after-stuck-{node}"
@@ -193,13 +202,8 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
             return waiting is not None and waiting.reason in ("ErrImagePull", "ImagePullBackOff")
         wait(f"{stuck} stuck pulling an image that does not exist", pulling, 120)
 
-        def in_step() -> bool:
-            running = [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={node},status.phase=Running").items]
-            nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", node)
-            published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
-            return published == pod_fingerprint(running)
-        synced = wait(f"{node}'s NRT fingerprint that of its Running pods (the stuck one left out)", in_step, 60)
+        synced = wait(f"{node}'s NRT fingerprint that of its Running pods (the stuck one left out)",
+                      lambda: in_step(core, custom, node), 60)
         assert core.read_namespaced_pod(stuck, NAMESPACE).status.phase == "Pending"  # still stuck: the fault holds
         time.sleep(RESYNC_GRACE)  # the scheduler's resync (every 5 s) trusts the object again in that time
         core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(placed, node, image, scheduler))
@@ -239,6 +243,10 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
                 return None
             raise
 
+    # The node in step first, so no foreign-pod mark left by the case before holds it for upstream's resync
+    # (the adopter then leaves it alone, and says nothing)
+    wait(f"{node} in step before its Node goes", lambda: in_step(core, custom, node), 60)
+    time.sleep(RESYNC_GRACE)
     old = core.read_node(node)
     old_nrt = nrt()
     assert old_nrt is not None and old_nrt["metadata"]["ownerReferences"][0]["uid"] == old.metadata.uid
