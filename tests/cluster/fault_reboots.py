@@ -56,7 +56,10 @@ class PinnedPod:
         self.policies = self.configz()
 
     def delete(self) -> None:
+        """Delete the Deployment and wait until its pod is gone (its CPU and memory back in the checkpoints)."""
         self.apps.delete_namespaced_deployment(self.NAME, NAMESPACE, propagation_policy="Foreground")
+        wait(f"{self.NAME}'s pod gone", lambda: not self.core.list_namespaced_pod(
+            NAMESPACE, label_selector=f"{LABEL}={self.NAME}").items, 180, 2)
 
     def pod(self) -> Any | None:
         pods = self.core.list_namespaced_pod(NAMESPACE, label_selector=f"{LABEL}={self.NAME}").items
