@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,20 @@ class Fault:
 
 FAULTS: list[Fault] = []
 """Every fault case run so far, in order: the test's summary prints them as a table."""
+FAILED: list[str] = []
+"""The cases that failed, each with why: the test asserts there are none once every case ran."""
+
+
+@contextmanager
+def fault_case(name: str) -> Iterator[None]:
+    """Run one fault case; a failure is kept (a FAIL row and FAILED) and the next case still runs, so one run
+    shows every case. The test fails at its end when any did."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - every failure of the case is its row
+        why = " ".join(str(exc).split())[:600] or type(exc).__name__
+        FAULTS.append(Fault(name, "-", f"FAILED: {why}", "-", "-"))
+        FAILED.append(f"{name}: {why}")
 
 
 def fault_table() -> list[str]:
@@ -49,14 +64,27 @@ def api(state: Path) -> client.ApiClient:
     return config.new_client_from_config(str(state / "kubeconfig"))
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float, every: float = 2.0) -> float:
-    """Seconds until check() holds; AssertionError naming `what` after `timeout`."""
+def wait(what: str, check: Callable[[], bool], timeout: float, every: float = 2.0,
+         why: Callable[[], str] | None = None) -> float:
+    """Seconds until check() holds; AssertionError naming `what` (and what why() says) after `timeout`."""
     started = time.monotonic()
     while not check():
         if time.monotonic() - started > timeout:
-            raise AssertionError(f"{what}: not after {timeout:.0f} s")
+            raise AssertionError(f"{what}: not after {timeout:.0f} s" + (f" ({why()})" if why else ""))
         time.sleep(every)
     return time.monotonic() - started
+
+
+def _status(core: client.CoreV1Api, name: str) -> str:
+    """A pod's phase, node, conditions and container states, for a failure's message."""
+    try:
+        pod = core.read_namespaced_pod(name, NAMESPACE)
+    except client.ApiException as exc:
+        return f"{name}: {exc.status}"
+    conditions = "; ".join(f"{c.type}={c.status} {c.reason or ''} {c.message or ''}".strip()
+                           for c in pod.status.conditions or [])
+    states = "; ".join(str(s.state) for s in pod.status.container_statuses or [])
+    return f"{name} {pod.status.phase} on {pod.spec.node_name}: {conditions} {states}".strip()
 
 
 def _cordon_state(core: client.CoreV1Api, nodes: Iterable[str]) -> dict[str, tuple[bool, str | None]]:
@@ -192,8 +220,12 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
     scheduler's resync does, so the node stays in step: a NUMA-aware pod for `node` is bound and runs."""
     core = client.CoreV1Api(api(state))
     custom = client.CustomObjectsApi(api(state))
-    stuck, placed = f"fault-stuck-{node}", f"fault-after-stuck-{node}"
+    stuck, placed, anchor = f"fault-stuck-{node}", f"fault-after-stuck-{node}", f"fault-anchor-{node}"
     missing = image.split("/")[0] + "/numa-lab/no-such-image:1"  # the lab registry has no such image
+    # A pod that runs there, as on any node in use: the scheduler's resync skips a node with no Running pod
+    # at all ("cannot find any pod for node"), so a foreign pod's mark would never be cleared there
+    core.create_namespaced_pod(NAMESPACE, _bare_pod(anchor, node, image))
+    wait(f"{anchor} Running", lambda: core.read_namespaced_pod(anchor, NAMESPACE).status.phase == "Running", 120)
     core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(stuck, node, missing))
     try:
         def pulling() -> bool:
@@ -208,9 +240,10 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
         time.sleep(RESYNC_GRACE)  # the scheduler's resync (every 5 s) trusts the object again in that time
         core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(placed, node, image, scheduler))
         bound = wait(f"{placed} ({scheduler}) Running on {node} beside the stuck pod", lambda: (
-            core.read_namespaced_pod(placed, NAMESPACE).status.phase == "Running"), 180)
+            core.read_namespaced_pod(placed, NAMESPACE).status.phase == "Running"), 180,
+            why=lambda: _status(core, placed))
     finally:
-        for name in (stuck, placed):
+        for name in (stuck, placed, anchor):
             try:
                 core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
             except client.ApiException as exc:

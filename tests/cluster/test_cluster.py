@@ -48,9 +48,11 @@ from tests.cluster.fault_plugin import kill_numa_align, stale_then_back
 from tests.cluster.fault_reboots import PinnedPod, changed_memory_power_cycle, hard_resets
 from tests.cluster.fault_restarts import restart_api_server_during, rode_through_api_restart
 from tests.cluster.faults import (
+    FAILED,
     FAULTS,
     Fault,
     api_unreachable_during_a_planned_reset,
+    fault_case,
     node_registered_again,
     pods_in_the_drains_way,
     stuck_pending_pod,
@@ -198,7 +200,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         history = guest_history(state, WORKERS)
         print(history)  # shown with any failure below; NRestarts=0 means no kubelet or control plane crashed
         assert suite.returncode == 0, table[-8000:] + history
-        FAULTS.append(rode_through_api_restart(state, list(WORKERS), restart, suite.returncode == 0))
+        with fault_case("API server + etcd restart"):
+            FAULTS.append(rode_through_api_restart(state, list(WORKERS), restart, suite.returncode == 0))
         for worker in WORKERS:
             for node in (0, 1):
                 row = next(line.split() for line in table.splitlines()
@@ -232,21 +235,25 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         report = json.loads(inspected.stdout)
         assert report["memory_manager"]["policy"] == "Static" and report["memory_manager"]["managed"]
 
-        with step("fault: a pod stuck Pending"):
+        with step("fault: a pod stuck Pending"), fault_case("stuck Pending pod"):
             FAULTS.append(stuck_pending_pod(state, "worker-1", PROBE_IMAGE))
         killed_at = kill_numa_align(state, "worker-3")  # kept down while worker-1's cases run (no wait of its own)
-        with step("fault: a Node deleted and registered again"):
+        # Each fault case below that fails is a FAIL row and the next still runs; the test fails at its end.
+        with step("fault: a Node deleted and registered again"), fault_case("Node deleted and registered again"):
             FAULTS.append(node_registered_again(state, "worker-1", PROBE_IMAGE))
-        with step("fault: pods in the drain's way"):
+        with step("fault: pods in the drain's way"), fault_case("bare pod and emptyDir pod in the drain's way"):
             FAULTS.append(pods_in_the_drains_way(state, "worker-1", PROBE_IMAGE))
-        with step("fault: worker-1 hard-reset, then powered off and on with less memory in cell 1"):
+        with step("fault: worker-1 hard-reset, then powered off and on with less memory in cell 1"), \
+                fault_case("hard reset, then cell memory changed + power cycle"):
             pinned = PinnedPod(state, "worker-1", PROBE_IMAGE, cell=1)
             try:  # two hard power-offs in a row under the same pinned pod, the second on changed hardware
-                FAULTS.append(hard_resets(pinned, lambda: reset_guest(lab, "worker-1"), times=1))
-                FAULTS.append(changed_memory_power_cycle(pinned, lambda: shrink_cell(lab, "worker-1", 1, 1920)))
+                with fault_case("hard reset"):
+                    FAULTS.append(hard_resets(pinned, lambda: reset_guest(lab, "worker-1"), times=1))
+                with fault_case("cell memory changed + power cycle"):
+                    FAULTS.append(changed_memory_power_cycle(pinned, lambda: shrink_cell(lab, "worker-1", 1, 1920)))
             finally:
                 pinned.delete()
-        with step("fault: numa-align killed on worker-3 (stale, then back)"):
+        with step("fault: numa-align killed on worker-3 (stale, then back)"), fault_case("numa-align killed"):
             FAULTS.append(stale_then_back(state, env, "worker-3", killed_at))
         # CPU 3 of worker-1 taken offline (and its declared shape says so, as offline_cpus would): the next run
         # plans the reset for the CPU Manager's checkpoint too
@@ -258,7 +265,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         # same run: the stale memory_manager_state is removed once; the run after changes nothing.
         none_inventory = write_inventory(tmp_path / "inventory-none.py", memory_policy="None",
                                          numa_align_install="daemonset", worker_1_offline="3")
-        with step("fault: API unreachable during a planned reset"):
+        with step("fault: API unreachable during a planned reset"), \
+                fault_case("API unreachable during a planned reset"):
             FAULTS.append(api_unreachable_during_a_planned_reset(
                 state, list(WORKERS), lambda: deploy(none_inventory, env, "refused", timeout=900)))
         with step("Memory Manager None reset, numa-align to its DaemonSet"):
@@ -266,20 +274,22 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         reset_output = reset.stdout + reset.stderr
         assert reset.returncode == 0, failed_run(reset_output)
         assert "Remove /var/lib/kubelet/memory_manager_state" in reset_output
-        # worker-1's CPU 3 went offline: its CPU checkpoint no longer matches the machine, said and reset too
-        assert "worker-1: reset planned: /var/lib/kubelet/cpu_manager_state" in reset_output, failed_run(reset_output)
-        cpu_state = json.loads(ssh(state, "worker-1", "cat /var/lib/kubelet/cpu_manager_state").stdout)
-        assert 3 not in parse_cpulist(cpu_state["defaultCpuSet"]), cpu_state  # the kubelet started on CPUs 0-2
+        with fault_case("CPU offlined"):  # its CPU checkpoint no longer matches the machine: said and reset too
+            assert "worker-1: reset planned: /var/lib/kubelet/cpu_manager_state" in reset_output, failed_run(
+                reset_output)
+            cpu_state = json.loads(ssh(state, "worker-1", "cat /var/lib/kubelet/cpu_manager_state").stdout)
+            assert 3 not in parse_cpulist(cpu_state["defaultCpuSet"]), cpu_state  # the kubelet started on CPUs 0-2
         assert "memory None" in reset_output
         assert "Apply the numa-align DaemonSet" in reset_output
         check_numa_align(state, "daemonset")
-        check_daemonset_per_node(config.new_client_from_config(str(state / "kubeconfig")), WORKERS,
-                                 lambda node: configz(state, node))
-        FAULTS.append(Fault("mixed shapes under the DaemonSet",
-                            "worker-1 (2 cells, reserves 1 CPU) and worker-3 (SMT, offline core, memory-only cell, "
-                            "reserves 0-1) under one DaemonSet",
-                            "each pod's settings entry, start log and NRT attributes equal its own kubelet's /configz; "
-                            "pods Ready (registered); only labelled workers", "n/a", "nothing"))
+        with fault_case("mixed shapes under the DaemonSet"):
+            check_daemonset_per_node(config.new_client_from_config(str(state / "kubeconfig")), WORKERS,
+                                     lambda node: configz(state, node))
+            FAULTS.append(Fault("mixed shapes under the DaemonSet",
+                                "worker-1 (2 cells, reserves 1 CPU) and worker-3 (SMT, offline core, memory-only "
+                                "cell, reserves 0-1) under one DaemonSet",
+                                "each pod's settings entry, start log and NRT attributes equal its own kubelet's "
+                                "/configz; pods Ready (registered); only labelled workers", "n/a", "nothing"))
         # One node at a time: each worker's reset ends (uncordon) before the next one's drain starts.
         marks = [reset_output.index(f"{action} {worker}") for worker in WORKERS
                  for action in ("Drain", "Uncordon")]
@@ -310,6 +320,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert back.returncode == 0, failed_run(back_output)
         assert "Remove the numa-align DaemonSet first" in back_output
         check_numa_align(state, "systemd")
+        assert not FAILED, "fault cases failed:\n" + "\n".join(FAILED)
     finally:
         with step("destroy"):
             destroyed = run_numalab(inventory, env, "destroy")

@@ -248,9 +248,11 @@ def test_a_memory_policy_change_resets_the_checkpoint_once(rke2_lab: Rke2Lab) ->
         assert "memory-manager-policy=None" in args["kubelet-arg+"]
         agent.host.run(f"echo '{{\"policyName\":\"None\"}}' > {MEMORY_MANAGER_STATE}")
         again = rke2_lab.run(FILES_DEPLOY, "--data", f"kubelet_settings={none}")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert grand_total(again)[1:3] == ["-", "-"]
-    assert agent.host.file(MEMORY_MANAGER_STATE).exists
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert grand_total(again)[1:3] == ["-", "-"]
+        assert agent.host.file(MEMORY_MANAGER_STATE).exists
+        back = rke2_lab.run(FILES_DEPLOY)  # the example's policy again, for the tests after this one
+        assert back.returncode == 0, back.stdout + back.stderr
 
 
 @contextmanager
