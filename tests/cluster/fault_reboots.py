@@ -4,28 +4,21 @@ without numa-lab's boot guard and the recovery with it. Rows go to faults.FAULTS
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from numa_align.cpulist import parse_cpulist
 
-from tests.cluster.faults import LABEL, NAMESPACE, Fault, api, wait
+from tests.cluster.checks import configz
+from tests.cluster.faults import LABEL, NAMESPACE, Fault, api, in_step, wait
 from tests.cluster.guests import ssh
 
 POLICIES = ("cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope")
 NO_GUARD = "/etc/systemd/system/kubelet.service.d/99-fault-case-no-guard.conf"
 REFUSAL = "the expected machine state is different from the real one"
-
-
-def _expand(cpulist: str) -> set[int]:
-    cpus: set[int] = set()
-    for part in filter(None, cpulist.split(",")):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 class PinnedPod:
@@ -40,7 +33,8 @@ class PinnedPod:
         self.api_client = api_client
         self.core, self.apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
-        self.cell_cpus = _expand(ssh(state, node, f"cat /sys/devices/system/node/node{cell}/cpulist").stdout.strip())
+        cpulist = ssh(state, node, f"cat /sys/devices/system/node/node{cell}/cpulist").stdout.strip()
+        self.cell_cpus = parse_cpulist(cpulist)
         resources = {"cpu": "1", "memory": "64Mi", f"numa-align/numa-{cell}": "1"}
         labels = {LABEL: self.NAME}
         script = "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status; exec sleep 36000"
@@ -83,13 +77,12 @@ class PinnedPod:
         log = self.core.read_namespaced_pod_log(self.pod().metadata.name, NAMESPACE, container="app")
         seen = {line.split(":")[0]: line.split(":", 1)[1].strip() for line in log.splitlines()
                 if "_allowed_list:" in line}
-        assert _expand(seen["Cpus_allowed_list"]) <= self.cell_cpus and seen["Mems_allowed_list"] == str(self.cell), (
-            seen, self.cell_cpus)
+        in_cell = parse_cpulist(seen["Cpus_allowed_list"]) <= self.cell_cpus
+        assert in_cell and seen["Mems_allowed_list"] == str(self.cell), (seen, self.cell_cpus)
         return seen
 
     def configz(self) -> dict[str, Any]:
-        raw = self.core.connect_get_node_proxy_with_path(self.node, "configz", _preload_content=False).data
-        kubelet = json.loads(raw)["kubeletconfig"]
+        kubelet = configz(self.state, self.node)
         return {key: kubelet.get(key) for key in POLICIES}
 
     def boot_id(self) -> str:
@@ -101,8 +94,6 @@ class PinnedPod:
     def recovered(self, before: tuple[str, int]) -> None:
         """Everything a reboot must give back: the pod running again pinned to its cell, every pod on the node
         Ready, swap off, the kubelet's policies as before, numa-align registered, the NRT object current."""
-        from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
-
         wait(f"{self.NAME} running again on {self.node}", lambda: self.running_since(before), 420, 3)
         wait(f"every pod on {self.node} Ready again (CoreDNS included)", lambda: all(
             any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
@@ -114,14 +105,8 @@ class PinnedPod:
         assert allocatable.get(f"numa-align/numa-{self.cell}") not in (None, "0"), allocatable
         self.pinned()
 
-        def current() -> bool:
-            running = [(p.metadata.namespace, p.metadata.name) for p in self.core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={self.node},status.phase=Running").items]
-            nrt = self.custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2",
-                                                        "noderesourcetopologies", self.node)
-            published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
-            return published == pod_fingerprint(running)
-        wait(f"{self.node}'s NRT object current (fingerprint of its Running pods)", current, 120)
+        wait(f"{self.node}'s NRT object current (fingerprint of its Running pods)",
+             lambda: in_step(self.core, self.custom, self.node), 120)
 
 
 def hard_resets(pinned: PinnedPod, reset: Callable[[], None], times: int = 2) -> Fault:
