@@ -36,6 +36,7 @@ OUTAGE_ATTEMPTS = 40
 OUTAGE_BACKOFF_MAX = 15.0  # seconds between attempts: 40 attempts wait about 9 minutes in all
 OUTAGE_DEFERRALS = 20  # answers with Retry-After (the API server says when: 1 s while it starts)
 OUTAGE_READS = 5  # idempotent requests cut off with no answer (the server stopped under them)
+OUTAGE_SERVER_ERRORS = 6  # idempotent requests answered 500/504: etcd stopped or slow under the API server
 
 
 class OutageRetry(urllib3.util.Retry):
@@ -48,11 +49,16 @@ class OutageRetry(urllib3.util.Retry):
     after the time it asks). A request cut off by its stop (the connection closed with no answer) is sent
     again only when sending it twice does what sending it once does: urllib3's idempotent methods (GET,
     PUT, DELETE, ...; a DELETE answered 404 the second time is its callers' to take as done). A POST so cut
-    off is raised: the create may have happened (Cluster.create_* checks). Every other error or status is
-    the case's to judge, at once.
+    off is raised: the create may have happened (Cluster.create_* checks). The same holds for the answers
+    of an API server whose etcd restarts under it: 500 ("rpc error: code = Unavailable desc = error reading
+    from server: EOF", seen in the lab) and 504 (a storage timeout) say the request met a storage error,
+    done or not; an idempotent one is sent again, OUTAGE_SERVER_ERRORS times at most; a POST is raised to
+    kube.created, which looks before it creates again. Every other error or status is the case's to judge,
+    at once.
     """
 
     DEFERRED = frozenset({429, 503})
+    STORAGE_ERRORS = frozenset({500, 504})
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("total", None)
@@ -67,7 +73,11 @@ class OutageRetry(urllib3.util.Retry):
         super().__init__(**kwargs)
 
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
-        return has_retry_after and status_code in self.DEFERRED
+        if has_retry_after and status_code in self.DEFERRED:
+            return True
+        if status_code not in self.STORAGE_ERRORS or not self._is_method_retryable(method):
+            return False
+        return sum(entry.status in self.STORAGE_ERRORS for entry in self.history) < OUTAGE_SERVER_ERRORS
 
     def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
         if error is not None and (self._is_connection_error(error)
@@ -75,4 +85,6 @@ class OutageRetry(urllib3.util.Retry):
             record.add(f"{method} {url}: {error}")
         elif response is not None and response.status in self.DEFERRED:
             record.add(f"{method} {url}: HTTP {response.status}, Retry-After {response.headers.get('Retry-After')}")
+        elif response is not None and response.status in self.STORAGE_ERRORS:
+            record.add(f"{method} {url}: HTTP {response.status}")
         return super().increment(method, url, response, error, _pool, _stacktrace)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import api_outages
 import urllib3
 from api_outages import OutageRetry
 from kubernetes import client, config
@@ -72,9 +73,10 @@ CREATE_ATTEMPTS = 5
 
 def created(create: Callable[[], Any], read: Callable[[], Any], attempts: int = CREATE_ATTEMPTS) -> None:
     """create() an object whose name is fixed, riding through an API server stopped under the request: a
-    POST cut off with no answer may or may not have happened, so the object is read (the retrying client
-    waits for the server), and created again only when it is not there. A 409 after such a cut is the
-    first attempt's object."""
+    POST cut off with no answer, or answered with a storage error (500/504: etcd stopped under the API
+    server), may or may not have happened, so the object is read (the retrying client waits for the
+    server), and created again only when it is not there. A 409 after such a cut is the first attempt's
+    object."""
     for attempt in range(attempts):
         try:
             create()
@@ -83,9 +85,12 @@ def created(create: Callable[[], Any], read: Callable[[], Any], attempts: int = 
             if attempt == attempts - 1:
                 raise
         except ApiException as exc:
-            if exc.status != 409 or attempt == 0:
+            if exc.status in OutageRetry.STORAGE_ERRORS and attempt < attempts - 1:
+                api_outages.record.add(f"POST answered {exc.status}: {exc.reason}")
+            elif exc.status != 409 or attempt == 0:
                 raise
-            return
+            else:
+                return
         try:
             read()
             return
@@ -147,11 +152,17 @@ class Cluster:
     # --- pods ----------------------------------------------------------------------------------
 
     def create_pods(self, bodies: Iterable[dict[str, Any]]) -> list[str]:
-        names = []
+        """All the pods or none: when one create fails, those made before it are deleted (their CPUs would
+        starve the cases after it: seen when etcd restarted under a case's set-up)."""
+        names: list[str] = []
         for body in bodies:
             name = body["metadata"]["name"]
-            created(lambda body=body: self.core.create_namespaced_pod(self.namespace, body),
-                    lambda name=name: self.core.read_namespaced_pod(name, self.namespace))
+            try:
+                created(lambda body=body: self.core.create_namespaced_pod(self.namespace, body),
+                        lambda name=name: self.core.read_namespaced_pod(name, self.namespace))
+            except Exception:
+                self.delete_pods([*names, name])  # it may be there: a create that failed may have happened
+                raise
             names.append(name)
         return names
 

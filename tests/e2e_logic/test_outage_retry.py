@@ -223,3 +223,91 @@ def test_a_cut_off_create_is_looked_for_before_it_is_made_again() -> None:
         raise ApiException(status=409)
     with pytest.raises(ApiException):
         kube.created(conflict, read)  # a name taken before any cut is the case's to judge
+
+
+def storage_error_server(answers: list[int], seen: list[str]) -> http.server.HTTPServer:
+    """Answers each request with the next status of `answers` (200 once they run out), as kube-apiserver does
+    while its etcd restarts: 500 with etcd's 'Unavailable' first."""
+    class Storage(Ok):
+        def _serve(self):
+            seen.append(self.command)
+            status = answers.pop(0) if answers else 200
+            self.send_response(status)
+            self.end_headers()
+            if status == 500:
+                self.wfile.write(b'{"message":"rpc error: code = Unavailable desc = error reading from server: EOF"}')
+
+        do_GET = do_DELETE = do_POST = _serve  # noqa: N815
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Storage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_an_idempotent_request_met_by_a_storage_error_is_sent_again(outages, method: str) -> None:
+    seen: list[str] = []
+    server = storage_error_server([500, 504], seen)
+    try:
+        pool = urllib3.PoolManager(retries=OutageRetry(backoff_factor=0.0))
+        answer = pool.request(method, f"http://127.0.0.1:{server.server_address[1]}/api/v1/pods/x")
+    finally:
+        server.shutdown()
+    assert answer.status == 200 and seen == [method] * 3
+    assert [error.split(": ")[-1] for _, error in outages.refused] == ["HTTP 500", "HTTP 504"]
+
+
+def test_storage_errors_have_an_end_and_a_create_is_never_sent_twice_by_the_client(outages) -> None:
+    seen: list[str] = []
+    server = storage_error_server([500] * 20, seen)
+    try:
+        pool = urllib3.PoolManager(retries=OutageRetry(backoff_factor=0.0))
+        url = f"http://127.0.0.1:{server.server_address[1]}/api/v1/pods"
+        assert pool.request("GET", url).status == 500  # the case judges it
+        assert len(seen) == api_outages.OUTAGE_SERVER_ERRORS + 1
+        seen.clear()
+        assert pool.request("POST", url, body=b"{}").status == 500 and seen == ["POST"]  # kube.created looks
+    finally:
+        server.shutdown()
+
+
+def test_a_create_answered_with_a_storage_error_is_looked_for_before_it_is_made_again() -> None:
+    from kubernetes.client.rest import ApiException
+
+    calls: list[str] = []
+
+    def create() -> None:
+        calls.append("create")
+        if len(calls) == 1:
+            raise ApiException(status=500, reason="Internal Server Error")
+
+    def read() -> None:
+        calls.append("read")
+        raise ApiException(status=404)
+
+    kube.created(create, read)
+    assert calls == ["create", "read", "create"]
+
+
+def test_pods_made_before_a_failed_create_are_deleted_with_it() -> None:
+    """A case's set-up that fails half-way leaves no pod holding CPUs for the cases after it."""
+    from kubernetes.client.rest import ApiException
+
+    made: list[str] = []
+    deleted: list[str] = []
+
+    class Core:
+        def create_namespaced_pod(self, namespace, body):
+            if body["metadata"]["name"] == "b":
+                raise ApiException(status=403, reason="Forbidden")
+            made.append(body["metadata"]["name"])
+
+        def read_namespaced_pod(self, name, namespace):
+            raise ApiException(status=404)
+
+    cluster = kube.Cluster.__new__(kube.Cluster)
+    cluster.core, cluster.namespace = Core(), "e2e"
+    cluster.delete_pods = lambda names, wait=120.0: deleted.extend(names)
+    with pytest.raises(ApiException, match="Forbidden"):
+        cluster.create_pods([{"metadata": {"name": n}} for n in ("a", "b", "c")])
+    assert made == ["a"] and deleted == ["a", "b"]
