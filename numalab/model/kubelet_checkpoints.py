@@ -153,6 +153,9 @@ def memory_mismatch(
         return None
     if not state:
         return Mismatch(path, "its machine state is empty but containers hold memory") if blocks else None
+    # The other side of a difference: the machine alone, or (reservation given) the machine under the new
+    # configuration, whose reservedMemory may be all that changed (a policy change, not the hardware).
+    expected_where = "on the machine" if reserved is None else "expected (this machine, the new reservedMemory)"
     if reserved is None:
         reserved = {node: {name: table["systemReserved"] for name, table in tables["memoryMap"].items()}
                     for node, tables in state.items()}
@@ -161,7 +164,7 @@ def memory_mismatch(
         problem = _lay_block(expected, block)
         if problem:
             return Mismatch(path, f"{owner}: {problem}")
-    differences = _differences(state, expected)
+    differences = _differences(state, expected, expected_where)
     return Mismatch(path, "; ".join(differences)) if differences else None
 
 
@@ -214,8 +217,10 @@ def _lay_block(state: dict[int, dict], block: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _differences(found: Mapping[int, dict], expected: Mapping[int, dict]) -> list[str]:
-    """areMachineStatesEqual and areMemoryStatesEqual, each difference named by node, resource and field."""
+def _differences(found: Mapping[int, dict], expected: Mapping[int, dict], where: str = "on the machine"
+                 ) -> list[str]:
+    """areMachineStatesEqual and areMemoryStatesEqual, each difference named by node, resource and field;
+    `where` names the expected side's values."""
     out = [f"NUMA node {node} is in it but not on the machine" for node in sorted(found.keys() - expected.keys())]
     out += [f"NUMA node {node} is on the machine but not in it" for node in sorted(expected.keys() - found.keys())]
     for node in sorted(found.keys() & expected.keys()):
@@ -235,7 +240,8 @@ def _differences(found: Mapping[int, dict], expected: Mapping[int, dict]) -> lis
             field_name = _first_difference(node, name, have, want, found, expected)
             if field_name:
                 mine, theirs = field_name
-                out.append(f"NUMA node {node} {name}: {mine} in it, {theirs} on the machine")
+                side = "on the machine" if mine.startswith("total ") else where  # a total is the machine's
+                out.append(f"NUMA node {node} {name}: {mine} in it, {theirs} {side}")
     return out
 
 

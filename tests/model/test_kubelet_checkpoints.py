@@ -214,8 +214,8 @@ def test_a_block_on_a_node_the_machine_lost() -> None:
 def test_the_configured_reservation_is_compared_when_given() -> None:
     """The deploy gives the new config's reservedMemory; the guard compares the machine only (None)."""
     assert memory_mismatch(FRESH, LAB, {0: {"memory": 612 * MI}, 1: {"memory": 512 * MI}}).reason == (
-        "NUMA node 0 memory: systemReserved 1124Mi in it, 612Mi on the machine; "
-        "NUMA node 1 memory: systemReserved 0 in it, 512Mi on the machine")
+        "NUMA node 0 memory: systemReserved 1124Mi in it, 612Mi expected (this machine, the new reservedMemory); "
+        "NUMA node 1 memory: systemReserved 0 in it, 512Mi expected (this machine, the new reservedMemory)")
 
 
 def test_a_reservation_above_the_total_wraps_as_in_uint64() -> None:
