@@ -12,8 +12,10 @@ before every kubelet start (ExecStartPre=- in the unit numa-lab writes) and acts
     cgroupfs; cgroup v2 and every v1 hierarchy) and no containerd task in the k8s.io namespace (upstream's
     /run/containerd and RKE2's /run/k3s/containerd).
 It then renames the file to <file>.mismatch-<boot id> (kept, never deleted) and says so on stderr (the
-journal). With a live container it leaves everything (the kubelet's own refusal shows) and checks again at
-the next start. Any unexpected error: a message, exit 0: the guard never keeps the kubelet from starting.
+journal) and in RECORD, which numa-align reads at its start for a metric and an Event on the Node (the guard
+runs before the kubelet, with no API server to count on and no credentials). With a live container it
+leaves everything (the kubelet's own refusal shows) and checks again at the next start. Any unexpected
+error: a message, exit 0: the guard never keeps the kubelet from starting.
 
 Standard library only: the node runs it with the system python3 from an archive that holds this module and
 the project's modules it imports (numalab.deploy.checkpoints builds it). A start in the same boot imports
@@ -29,6 +31,9 @@ import sys
 PREFIX = "numa-lab kubelet guard"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 SAVED_BOOT_ID = "/var/lib/numa-lab/kubelet-boot-id"
+RECORD = "/var/lib/numa-lab/kubelet-guard.json"
+"""What the guard moved aside, and at which boot: {"bootId": ..., "moved": [{"file", "aside", "reason"}]}.
+Written only when something moved (replacing the record of an earlier boot); numa_align.guard_report reads it."""
 CGROUP_ROOT = "/sys/fs/cgroup"
 POD_CGROUPS = ("kubepods.slice", "kubepods")  # under the v2 root, and under each v1 hierarchy
 CONTAINERD_TASKS = (
@@ -72,12 +77,14 @@ def guard(root: str, strict_reserved_cpus: str | None = None) -> list[str]:
     alive = live_containers(root)
     if alive:
         return [f"{mismatch}; left in place: a container may be alive ({alive[0]})" for mismatch in mismatches]
-    said = []
+    said, moved = [], []
     for mismatch in mismatches:
         aside = f"{mismatch.path}.mismatch-{boot}"
         os.rename(_under(root, mismatch.path), _under(root, aside))
         said.append(f"moved {mismatch.path} to {aside} (boot id changed, no container alive): {mismatch.reason}")
+        moved.append({"file": mismatch.path, "aside": aside, "reason": mismatch.reason})
     _sync_directory(os.path.dirname(_under(root, mismatches[0].path)))
+    _save_record(root, boot, moved)  # before the boot id: a reset between them leaves no move unrecorded
     _save_boot_id(root, boot)
     return said
 
@@ -149,12 +156,22 @@ def _entries(directory: str) -> list[os.DirEntry]:
 
 
 def _save_boot_id(root: str, boot: str) -> None:
-    """Written to a new file, flushed, renamed over the old one: a hard reset leaves the old id or the new one."""
-    target = _under(root, SAVED_BOOT_ID)
+    _write_durably(_under(root, SAVED_BOOT_ID), boot + "\n")
+
+
+def _save_record(root: str, boot: str, moved: list[dict[str, str]]) -> None:
+    import json
+
+    _write_durably(_under(root, RECORD), json.dumps({"bootId": boot, "moved": moved}, indent=2) + "\n")
+
+
+def _write_durably(target: str, text: str) -> None:
+    """Written to a new file beside `target`, flushed, renamed over it, the directory flushed: a hard reset
+    leaves the old text or the new one, never a part."""
     os.makedirs(os.path.dirname(target), exist_ok=True)
     new = target + ".new"
     with open(new, "w") as out:
-        out.write(boot + "\n")
+        out.write(text)
         out.flush()
         os.fsync(out.fileno())
     os.replace(new, target)

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 from kubernetes import client, dynamic
 
+from numalab.checkpoint_guard import RECORD
 from numalab.deploy import api
 from numalab.model.plugin_settings import DaemonSetSettings
 from numalab.render import render
@@ -67,6 +68,7 @@ def numa_align_daemonset(image: str, settings: DaemonSetSettings, nrt: bool = Fa
     socket_dir = settings.socket_dir
     values = dict(namespace=NAMESPACE, image=image, image_pull_policy="IfNotPresent", socket_dir=socket_dir,
                   pod_resources_dir=str(PurePosixPath(socket_dir).parent / "pod-resources"), sysfs_dir="/sys",
+                  guard_dir=str(PurePosixPath(RECORD).parent),
                   config=config, node_settings_dir=NODE_SETTINGS_DIR, node_settings_file=NODE_SETTINGS_FILE,
                   metrics_port=settings.metrics_port, node_selector={NODE_LABEL: NODE_LABEL_VALUE}, nrt=nrt,
                   settings_checksum=_sha256(json.dumps(config, sort_keys=True)))

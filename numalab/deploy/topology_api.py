@@ -4,9 +4,10 @@ and numa-align's right to publish its node's object, when `numa_align_nrt` is on
 The CRD is the one the API's Go module ships (numalab.k8s.nrt_crd); the rights are
 templates/plugin/nrt-access.yaml.j2 (the DaemonSet's ServiceAccount, and the unit's certificate user under
 the upstream distribution): get nodes, list pods (the node's Running pods, for the fingerprint),
-get/create/update NodeResourceTopology objects, and get/create/update Leases in kube-system (its liveness
-Lease, numa_align.leases). Applied only when the live ClusterRole carries another checksum (of the access
-manifest and the CRD) or the CRD is not Established; then the CRD is waited for until served.
+get/create/update NodeResourceTopology objects, get/create/update Leases in kube-system (its liveness
+Lease, numa_align.leases) and create Events in default (the kubelet guard's moves, numa_align.guard_events).
+Applied only when the live ClusterRole carries another checksum (of the access manifest and the CRD) or the
+CRD is not Established; then the CRD is waited for until served.
 """
 
 from __future__ import annotations

@@ -92,6 +92,7 @@ def _discover(parsed: argparse.Namespace) -> int:
 def _serve(parsed: argparse.Namespace) -> int:
     """Serve until a signal. Bad settings return 2; once it served, the process ends here (_exit_at_once)."""
     from numa_align.discovery import discover
+    from numa_align.guard_report import GuardRecord
     from numa_align.metrics import Metrics
     from numa_align.publishing import NrtPublisher
     from numa_align.running import Plugin
@@ -108,7 +109,9 @@ def _serve(parsed: argparse.Namespace) -> int:
     plugin = Plugin(settings, host, metrics)
     publisher = None
     if client is not None or settings.metrics_addr is not None:
-        publisher = NrtPublisher(settings, lambda: plugin.topology, client, metrics)
+        # the kubelet guard's moves at this boot: gauges and Events, from its record when it changes
+        publisher = NrtPublisher(settings, lambda: plugin.topology, client, metrics,
+                                 guard_record=GuardRecord(settings.guard_record))
 
     def on_signal(signum: int, _frame: object) -> None:
         plugin.stop(f"received {signal.Signals(signum).name}")

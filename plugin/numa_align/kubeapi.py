@@ -1,10 +1,10 @@
 """The few Kubernetes API requests publishing the NRT object needs, on the standard library's HTTP client.
 
 Get a Node (for its uid: the NRT object's owner); get, create and replace a cluster-scoped
-NodeResourceTopology and this node's Lease; list the names of the node's Running pods. Every request has a
-timeout. Failures are typed and say what to do: `Unreachable` names the server address, `ApiError` carries
-the status, `CrdMissing` says the CRD is not installed, a 401 or 403 names the credentials and the right
-missing.
+NodeResourceTopology and this node's Lease; list the names of the node's Running pods; create an Event.
+Every request has a timeout. Failures are typed and say what to do: `Unreachable` names the server address,
+`ApiError` carries the status, `CrdMissing` says the CRD is not installed, a 401 or 403 names the credentials
+and the right missing.
 
 One connection is kept open and reused (HTTP/1.1 keep-alive): a TLS handshake per request cost more CPU than
 the request on an emulated node, and the API server keeps idle connections open far longer than the poll.
@@ -36,6 +36,7 @@ NRT_COLLECTION = f"/apis/{NRT_GROUP}/v1alpha2/noderesourcetopologies"
 NODE_RESOURCE = "nodes"
 POD_RESOURCE = "pods"
 LEASE_RESOURCE = "leases.coordination.k8s.io"
+EVENT_RESOURCE = "events"
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
 _METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
 """Pods listed as metadata only (names, no spec or status): a tenth of the bytes to read and parse."""
@@ -112,6 +113,12 @@ class KubeClient:
         """Replace the Lease; body's metadata.resourceVersion must be the stored one (409 otherwise)."""
         metadata = body["metadata"]
         return self._request("PUT", _lease_path(metadata["namespace"], metadata["name"]), LEASE_RESOURCE,
+                             metadata["name"], body)
+
+    def create_event(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A core/v1 Event in body's metadata.namespace (409 when one of its name exists)."""
+        metadata = body["metadata"]
+        return self._request("POST", f"/api/v1/namespaces/{quote(metadata['namespace'])}/events", EVENT_RESOURCE,
                              metadata["name"], body)
 
     def running_pods(self, node: str) -> set[tuple[str, str]]:

@@ -3,7 +3,8 @@
 
 The per-node `numa_align_node_*` gauges (what the kubelet may hand out and what pinned pods hold on each
 NUMA node) come from the PodResources poll of `publishing.NrtPublisher`, which runs whenever metrics are
-served, NRT publishing on or off."""
+served, NRT publishing on or off. `numa_align_kubelet_checkpoint_set_aside` comes from the kubelet guard's
+record (guard_report.py), read by the same poll when it changes."""
 
 from __future__ import annotations
 
@@ -86,6 +87,10 @@ class Metrics:
         self.pods_pinned = Gauge(
             "numa_align_node_pods_pinned",
             "Pods with exclusive CPUs, NUMA-placed memory or numa-align devices on the NUMA node", ["node"], registry=r)
+        self.checkpoint_set_aside = Gauge(
+            "numa_align_kubelet_checkpoint_set_aside",
+            "1: numa-lab's kubelet guard moved this checkpoint aside at this boot (the hardware changed; the "
+            "kubelet would have refused it)", ["file"], registry=r)
         self._cells: set[int] = set()
         self._registered: dict[str, bool] = {}
         self._server: WSGIServer | None = None
@@ -110,6 +115,11 @@ class Metrics:
             self.memory_allocated.labels(node=label).set(exclusive.get(node, MEMORY))
             self.pods_pinned.labels(node=label).set(pods)
         self._cells = set(pinned)
+
+    def set_checkpoints_set_aside(self, files: Iterable[str]) -> None:
+        """From the guard's record of this boot (numa_align.guard_report), each time it changes."""
+        for file in files:
+            self.checkpoint_set_aside.labels(file=file).set(1)
 
     def set_devices(self, resource: str, count: int, healthy: bool) -> None:
         self.devices.labels(resource=resource, health=HEALTHY).set(count if healthy else 0)

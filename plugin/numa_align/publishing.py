@@ -4,7 +4,9 @@ One thread polls the kubelet's PodResources API every `poll` seconds (List and G
 turns the answer into the NRT object (`nrt.build_nrt`) and the per-node gauges, and has `NrtWriter` write
 the object when its content changed (nrt_writer.py: no periodic rewrite; a quiet object is read once a
 minute and repaired if it was deleted or edited). After each poll that found the object current it renews
-the node's Lease (leases.py), which is how a stopped numa-align shows. The poll runs when NRT publishing is
+the node's Lease (leases.py), which is how a stopped numa-align shows, and posts the Events of the kubelet
+guard's moves at this boot not posted yet (guard_events.py; the guard's record is looked at every poll, a
+stat, and its moves set a gauge too). The poll runs when NRT publishing is
 on or metrics are served (without a client it only sets the gauges): one poll serves both, and the gauges
 should not need an API server.
 
@@ -31,6 +33,8 @@ from typing import Any
 from numa_align.allocations import allocations_annotation
 from numa_align.backoff import Backoff
 from numa_align.fingerprint import METHOD_ALL, pod_fingerprint
+from numa_align.guard_events import GuardEvents
+from numa_align.guard_report import GuardRecord
 from numa_align.kubeapi import ApiError, CrdMissing, KubeApiError, KubeClient, Unreachable
 from numa_align.kubeconfig import ConfigError
 from numa_align.kubelet_sources import InspectError, PodResources, PodResourcesReader
@@ -56,15 +60,17 @@ __all__ = ["NodeNotFound", "NrtPublisher"]
 class NrtPublisher:
     """Polls PodResources and publishes the NRT object (with a client) and the per-node gauges (with metrics).
 
-    `topology` returns the host's current topology (the plugin's latest sysfs scan); `clock`, `wall` (for the
-    Lease's times), `jitter` and `query` are injectable for tests, which call `poll_once()` themselves.
+    `topology` returns the host's current topology (the plugin's latest sysfs scan); `guard_record`: the
+    kubelet guard's record, whose moves of this boot are gauges (with metrics) and Events (with a client).
+    `clock`, `wall` (for the Lease's and Events' times), `jitter` and `query` are injectable for tests, which
+    call `poll_once()` themselves.
     """
 
     def __init__(self, settings: Settings, topology: Callable[[], HostTopology], client: KubeClient | None = None,
                  metrics: Metrics | None = None, *, clock: Callable[[], float] = time.monotonic,
                  min_interval: float = MIN_INTERVAL, check_every: float = CHECK_EVERY,
                  jitter: Callable[[], float] = random.random, wall: Callable[[], Any] | None = None,
-                 query: Callable[[Path], PodResources] | None = None) -> None:
+                 query: Callable[[Path], PodResources] | None = None, guard_record: GuardRecord | None = None) -> None:
         if client is not None and not settings.node_name:
             raise ValueError("publishing the NRT object needs settings.node_name")
         self.settings = settings
@@ -77,12 +83,16 @@ class NrtPublisher:
         self.writer: NrtWriter | None = None
         self.lease: NodeLease | None = None
         self.pods: RunningPods | None = None
+        self.guard_events: GuardEvents | None = None
         if client is not None and settings.node_name:
             node = settings.node_name
             self.writer = NrtWriter(client, node, clock=clock, min_interval=min_interval, check_every=check_every)
             lease_times = {} if wall is None else {"wall": wall}
             self.lease = NodeLease(client, node, f"numa-align@{node}", clock=clock, **lease_times)
             self.pods = RunningPods(lambda: client.running_pods(node), self.poll, clock=clock)
+            if guard_record is not None:
+                self.guard_events = GuardEvents(client, node, **lease_times)
+        self.guard_record = guard_record
         self._topology = topology
         self._clock = clock
         self._query = query or PodResourcesReader()
@@ -151,6 +161,12 @@ class NrtPublisher:
         self._recovered(("unexpected",), "the PodResources poll")
 
     def _poll(self) -> None:
+        moved = None if self.guard_record is None else self.guard_record.changed()
+        if moved is not None:
+            if self.metrics is not None:
+                self.metrics.set_checkpoints_set_aside(entry.file for entry in moved)
+            if self.guard_events is not None:
+                self.guard_events.offer(moved)
         topology = self._topology()
         socket = self.settings.pod_resources_socket
         try:
@@ -188,6 +204,8 @@ class NrtPublisher:
             log.info("the API server answers again after %d failures", self.backoff.failures)
         self.backoff.reset()
         self._recovered(API_KINDS, f"publishing NodeResourceTopology {self.settings.node_name}")
+        if self.guard_events is not None and self.guard_events.pending:
+            self.guard_events.post(self.writer.uid)
 
     def _fresh(self, answer: PodResources, topology: HostTopology) -> bool:
         """The kubelet did not answer exactly as last time on the same topology. Building the object costs

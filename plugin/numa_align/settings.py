@@ -16,6 +16,7 @@ from typing import Literal
 
 from numa_align.cpulist import format_cpulist, parse_cpulist
 from numa_align.devices import socket_name
+from numa_align.guard_report import RECORD
 from numa_align.kubelet_sources import DEFAULT_SOCKET
 from numa_align.nrt import POLICIES, SCOPES
 from numa_align.sysfs import NodeInfo, node_dir
@@ -81,6 +82,9 @@ OPTIONS = {
     "poll_interval": Option("NUMA_ALIGN_POLL_INTERVAL", "--poll-interval",
                             "seconds between PodResources polls for the NRT object and the per-node gauges "
                             "(default 2)"),
+    "guard_record": Option("NUMA_ALIGN_GUARD_RECORD", "--guard-record",
+                           "numa-lab's kubelet guard's record of the checkpoints it moved aside, shown as a metric "
+                           f"and an Event when written at this boot (default {RECORD})"),
 }
 
 
@@ -114,6 +118,7 @@ class Settings:
     topology_scope: str = "container"
     pod_resources_socket: Path = DEFAULT_SOCKET
     poll_interval: float = 2.0
+    guard_record: Path = RECORD
 
     def check_nodes(self, nodes: Iterable[NodeInfo]) -> None:
         """Reserved CPUs must exist on the host; raise SettingsError naming NUMA_RESERVED_CPUS if not."""
@@ -253,10 +258,15 @@ def _choice(known: tuple[str, ...]) -> Callable[[str, str], str]:
     return parse
 
 
-def _unix_socket(where: str, raw: str) -> Path:
+def _absolute_path(where: str, raw: str) -> Path:
     path = Path(raw.strip())
     if not path.is_absolute():
         raise SettingsError(where, f"{raw!r} is not an absolute path")
+    return path
+
+
+def _unix_socket(where: str, raw: str) -> Path:
+    path = _absolute_path(where, raw)
     if len(str(path)) > UNIX_PATH_MAX:
         raise SettingsError(where, f"{raw} is too long for a unix socket (> {UNIX_PATH_MAX} bytes)")
     return path
@@ -276,4 +286,5 @@ _PARSERS = {
     "topology_scope": _choice(SCOPES),
     "pod_resources_socket": _unix_socket,
     "poll_interval": _seconds,
+    "guard_record": _absolute_path,
 }

@@ -4,12 +4,14 @@ node runs holds everything it needs (run with `python -S`: the standard library 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from numa_align import guard_report
 
 from numalab import checkpoint_guard
 from numalab.checkpoint_guard import guard, main
@@ -50,6 +52,12 @@ def saved_boot(root: Path) -> str:
     return (root / "var/lib/numa-lab/kubelet-boot-id").read_text().strip()
 
 
+def record(root: Path) -> dict | None:
+    """The guard's record for numa-align, or None when it wrote none."""
+    path = root / checkpoint_guard.RECORD.lstrip("/")
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 CPU3_OFFLINE = {"offline": "3", "cpu": cpu_state(), "memory": FRESH}
 
 
@@ -62,6 +70,33 @@ def test_after_a_reboot_a_checkpoint_that_no_longer_fits_is_moved_aside(tmp_path
                     "container alive): it holds CPUs 0-3 but the machine has 0-2 online (no longer there: 3)"]
     assert saved_boot(root) == NEW_BOOT
     assert guard(str(root)) == [] and len(kubelet_files(root)) == 2  # a second start in this boot: nothing
+
+
+def test_a_move_is_recorded_for_numa_align_to_show(tmp_path: Path) -> None:
+    """numa-align turns the record into a metric and an Event (the guard has no API server to tell)."""
+    root = node_root(tmp_path, **CPU3_OFFLINE)
+    guard(str(root))
+    assert record(root) == {"bootId": NEW_BOOT, "moved": [{
+        "file": CPU_MANAGER_STATE, "aside": f"{CPU_MANAGER_STATE}.mismatch-{NEW_BOOT}",
+        "reason": "it holds CPUs 0-3 but the machine has 0-2 online (no longer there: 3)"}]}
+    assert sorted(path.name for path in (root / "var/lib/numa-lab").iterdir()) == [
+        "kubelet-boot-id", "kubelet-guard.json"]  # written through a temporary file, renamed: none left
+
+
+@pytest.mark.parametrize("case", ["same boot", "no saved boot id", "checkpoints fit", "a container alive"])
+def test_no_record_when_nothing_moved(tmp_path: Path, case: str) -> None:
+    root = node_root(tmp_path, saved={"same boot": NEW_BOOT, "no saved boot id": None}.get(case, OLD_BOOT),
+                     **(CPU3_OFFLINE if case != "checkpoints fit" else {"cpu": cpu_state(), "memory": FRESH}))
+    if case == "a container alive":
+        (root / "run/containerd/io.containerd.runtime.v2.task/k8s.io/4f2a").mkdir(parents=True)
+    guard(str(root))
+    assert record(root) is None
+
+
+def test_numa_align_reads_the_record_and_the_boot_id_where_the_guard_writes_them() -> None:
+    """The plugin is its own distribution and cannot import numalab: the paths are the same fact twice."""
+    assert str(guard_report.RECORD) == checkpoint_guard.RECORD
+    assert str(guard_report.BOOT_ID) == checkpoint_guard.BOOT_ID
 
 
 def test_a_memory_checkpoint_of_a_shrunk_cell_is_moved_aside(tmp_path: Path) -> None:
@@ -167,6 +202,7 @@ def test_the_archive_runs_with_the_standard_library_alone(tmp_path: Path) -> Non
     assert done.returncode == 0 and done.stdout == ""
     assert done.stderr.startswith(f"numa-lab kubelet guard: moved {CPU_MANAGER_STATE} to"), done.stderr
     assert kubelet_files(root)[0] == f"cpu_manager_state.mismatch-{NEW_BOOT}"
+    assert record(root)["moved"][0]["file"] == CPU_MANAGER_STATE
     assert took < 10, took
 
 

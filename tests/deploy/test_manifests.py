@@ -5,10 +5,13 @@ a settings checksum that rolls the pods, and an apply decided by what is live.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
+from numa_align import guard_report
 
+from numalab import checkpoint_guard
 from numalab.deploy import manifests
 from numalab.deploy.manifests import (
     MANIFEST_CHECKSUM,
@@ -50,17 +53,21 @@ def test_the_plugin_runs_unprivileged_with_a_read_only_root() -> None:
     assert security["readOnlyRootFilesystem"] is True and security["capabilities"] == {"drop": ["ALL"]}
 
 
-def test_it_mounts_device_plugins_writable_pod_resources_and_sysfs_read_only() -> None:
+def test_it_mounts_device_plugins_writable_pod_resources_sysfs_and_the_guard_record_read_only() -> None:
     spec = pod_spec(numa_align_daemonset(IMAGE, SETTINGS))
     (container,) = spec["containers"]
     mounts = {m["name"]: (m["mountPath"], m.get("readOnly", False)) for m in container["volumeMounts"]}
     host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
     assert host_paths == {"device-plugins": "/var/lib/kubelet/device-plugins",
-                          "pod-resources": "/var/lib/kubelet/pod-resources", "sysfs": "/sys"}
+                          "pod-resources": "/var/lib/kubelet/pod-resources", "sysfs": "/sys",
+                          "guard-record": "/var/lib/numa-lab"}
     assert mounts["device-plugins"] == (env["NUMA_SOCKET_DIR"], False)  # the plugin creates its sockets there
     assert mounts["pod-resources"] == ("/var/lib/kubelet/pod-resources", True)
     assert mounts["sysfs"] == (env["NUMA_SYSFS_ROOT"], True) and env["NUMA_SYSFS_ROOT"] == "/host/sys"
+    # at the same path: the plugin's default record is the guard's, read where the guard writes it
+    assert mounts["guard-record"] == (str(guard_report.RECORD.parent), True)
+    assert guard_report.RECORD == Path(checkpoint_guard.RECORD) and "NUMA_ALIGN_GUARD_RECORD" not in env
 
 
 def test_pod_resources_sits_beside_another_device_plugins_dir() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from numa_align import leases
+from numa_align import guard_events, leases
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import publishes_nrt
@@ -86,25 +86,38 @@ def test_crd_problems_are_named() -> None:
     assert nrt_crd.crd_problem(only_v1) == "it serves ['v1alpha1'], not v1alpha2"
 
 
-def test_numa_align_may_read_nodes_list_pods_write_nrt_objects_and_its_leases_and_nothing_more() -> None:
+def kinds(text: str) -> dict[str, dict]:
+    """The manifest's objects by kind, the namespaced ones by kind/namespace."""
+    docs = yaml.safe_load_all(text)
+    return {"/".join(filter(None, (doc["kind"], doc["metadata"].get("namespace")))): doc for doc in docs}
+
+
+def test_numa_align_may_read_nodes_list_pods_write_nrt_objects_its_leases_and_events_and_nothing_more() -> None:
     crd_text = yaml.safe_dump(CRD)
-    docs = {doc["kind"]: doc for doc in yaml.safe_load_all(access_manifest(crd_text, "numa-lab:numa-align"))}
-    assert sorted(docs) == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+    docs = kinds(access_manifest(crd_text, "numa-lab:numa-align"))
+    assert sorted(docs) == ["ClusterRole", "ClusterRoleBinding", "Role/default", "Role/kube-system",
+                            "RoleBinding/default", "RoleBinding/kube-system"]
     rules = {(group, resource): set(rule["verbs"]) for rule in docs["ClusterRole"]["rules"]
              for group in rule["apiGroups"] for resource in rule["resources"]}
     assert rules == {("", "nodes"): {"get"}, ("", "pods"): {"list"},
                      ("topology.node.k8s.io", "noderesourcetopologies"): {"get", "create", "update"}}
     # the Lease only in the namespace numa-align renews it in
-    assert docs["Role"]["metadata"]["namespace"] == leases.NAMESPACE == "kube-system"
-    assert docs["Role"]["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                                      "verbs": ["get", "create", "update"]}]
-    assert docs["RoleBinding"]["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
+    assert leases.NAMESPACE == "kube-system"
+    assert docs["Role/kube-system"]["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                                  "verbs": ["get", "create", "update"]}]
+    # Events (the kubelet guard's moves) only created, only in the namespace numa-align posts them in
+    assert guard_events.NAMESPACE == "default"
+    assert docs["Role/default"]["rules"] == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
     subjects = [{"kind": "ServiceAccount", "name": "numa-align", "namespace": "kube-system"},
                 {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "numa-lab:numa-align"}]
-    assert docs["ClusterRoleBinding"]["subjects"] == docs["RoleBinding"]["subjects"] == subjects
-    rke2 = {doc["kind"]: doc for doc in yaml.safe_load_all(access_manifest(crd_text, None))}
-    assert [s["kind"] for s in rke2["ClusterRoleBinding"]["subjects"]] == ["ServiceAccount"]
-    assert [s["kind"] for s in rke2["RoleBinding"]["subjects"]] == ["ServiceAccount"]
+    assert docs["ClusterRoleBinding"]["subjects"] == subjects
+    for namespace in ("kube-system", "default"):
+        binding = docs[f"RoleBinding/{namespace}"]
+        assert binding["roleRef"]["name"] == docs[f"Role/{namespace}"]["metadata"]["name"]
+        assert binding["subjects"] == subjects
+    rke2 = kinds(access_manifest(crd_text, None))
+    for binding in ("ClusterRoleBinding", "RoleBinding/kube-system", "RoleBinding/default"):
+        assert [s["kind"] for s in rke2[binding]["subjects"]] == ["ServiceAccount"]
     # the checksum follows the CRD too: a new CRD version is applied even when the rights are the same
     other = access_manifest(yaml.safe_dump({**CRD, "metadata": {"name": "x"}}), "numa-lab:numa-align")
     same = access_manifest(crd_text, "numa-lab:numa-align")

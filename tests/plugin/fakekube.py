@@ -3,19 +3,18 @@ NodeResourceTopology objects (get, create, replace with resourceVersion checks) 
 publisher must survive: the CRD not installed (a plain 404 for every NRT path, as the API server answers
 for a path it does not serve), 403 for chosen verbs, a wrong token (401), a Node deleted (its NRT objects
 collected with it, as the garbage collector does) and another writer (`touch`). Also Leases (get, create,
-replace), the Running pods of a node (listed by field selector, as metadata when asked so), resources
-answered 403 as a whole (`forbidden_resources`), and a count of the connections it accepted, keeping each
-open for more requests (HTTP/1.1) as the API server does.
+replace), the Running pods of a node (listed by field selector, as metadata when asked so), Events (create
+only: 409 for a name taken, 500 while `events_failing`), resources answered 403 as a whole
+(`forbidden_resources`), and a count of the connections it accepted, keeping each open for more requests
+(HTTP/1.1) as the API server does.
 
-Plain HTTP by default; HTTPS with client-certificate authentication when given `Pki` (made with the
-`cryptography` package, which numa-lab depends on and the plugin does not).
+Plain HTTP by default; HTTPS with client-certificate authentication when given `Pki` (fakepki.py).
 """
 
 from __future__ import annotations
 
 import copy
 import datetime
-import ipaddress
 import json
 import re
 import socket
@@ -26,9 +25,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
+
+from tests.plugin.fakepki import Pki
 
 GROUP = "topology.node.k8s.io"
 RESOURCE = f"noderesourcetopologies.{GROUP}"
@@ -36,6 +36,7 @@ NRT_PATH = re.compile(rf"/apis/{re.escape(GROUP)}/v1alpha2/noderesourcetopologie
 NODE_PATH = re.compile(r"/api/v1/nodes/([^/]+)")
 LEASE_PATH = re.compile(r"/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?")
 PODS_PATH = "/api/v1/pods"
+EVENTS_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/events")
 VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
 
 
@@ -68,7 +69,11 @@ class FakeKube:
     pods: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     """(namespace, name) -> (node, phase)."""
     forbidden_resources: set[str] = field(default_factory=set)
-    """Resources answered 403 for every verb: 'leases', 'pods'."""
+    """Resources answered 403 for every verb: 'leases', 'pods', 'events'."""
+    events: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """(namespace, name) -> Event."""
+    events_failing: bool = False
+    """Answer 500 to Event creates (etcd busy under the API server)."""
     down: bool = False
     """Answer 503 to everything (an API server restarting behind a load balancer)."""
     connections: int = 0
@@ -121,6 +126,8 @@ class FakeKube:
             if match := LEASE_PATH.fullmatch(path):
                 return self._lease(method, match[1], match[2] or (body or {}).get("metadata", {}).get("name", ""),
                                    who, body)
+            if match := EVENTS_PATH.fullmatch(path):
+                return self._event(method, match[1], body or {}, who)
             if path == PODS_PATH:
                 return self._pods(dict(parse_qsl(query)), who, accept)
             if match := NODE_PATH.fullmatch(path):
@@ -191,6 +198,17 @@ class FakeKube:
         self.lease_writes.append((VERBS[method], name))
         return (201 if method == "POST" else 200), copy.deepcopy(obj)
 
+    def _event(self, method: str, namespace: str, body: dict[str, Any], who: str) -> tuple[int, Any]:
+        name = body.get("metadata", {}).get("name", "")
+        if "events" in self.forbidden_resources:
+            return self._forbidden("events", VERBS[method], who, name)
+        if method != "POST" or self.events_failing:
+            return 500, status(500, "InternalError", "etcdserver: request timed out")
+        if (namespace, name) in self.events:
+            return 409, status(409, "AlreadyExists", f'events "{name}" already exists', name, "events")
+        self.events[(namespace, name)] = copy.deepcopy(body)
+        return 201, copy.deepcopy(body)
+
     def _pods(self, query: dict[str, str], who: str, accept: str) -> tuple[int, Any]:
         if "pods" in self.forbidden_resources:
             return self._forbidden("pods", "list", who)
@@ -249,66 +267,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
-
-
-@dataclass(frozen=True)
-class Pki:
-    """PEM files of a CA, a server certificate for 127.0.0.1 and a client certificate, all under `directory`."""
-
-    directory: Path
-    client_cn: str
-
-    @property
-    def ca(self) -> Path:
-        return self.directory / "ca.crt"
-
-    def pem(self, name: str) -> bytes:
-        return (self.directory / name).read_bytes()
-
-
-def make_pki(directory: Path, client_cn: str = "system:node:worker-1") -> Pki:
-    """A CA with a server certificate (IP 127.0.0.1) and a client certificate signed by it; EC keys (fast)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    now = datetime.datetime.now(datetime.UTC)
-
-    def issue(cn: str, key, issuer: x509.Name | None, issuer_key, *, ca: bool = False, server: bool = False):
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-        builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if ca:
-            builder = builder.add_extension(x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
-                critical=True)
-            builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                                            critical=False)
-        else:
-            usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-            builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        if server:
-            builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
-        return builder.sign(issuer_key, hashes.SHA256())
-
-    def write(name: str, cert, key) -> None:
-        (directory / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (directory / f"{name}.key").write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-
-    directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = issue("fake-kube-ca", ca_key, None, ca_key, ca=True)
-    write("ca", ca_cert, ca_key)
-    for name, cn, server in (("server", "kube-apiserver", True), ("client", client_cn, False)):
-        key = ec.generate_private_key(ec.SECP256R1())
-        write(name, issue(cn, key, ca_cert.subject, ca_key, server=server), key)
-    return Pki(directory, client_cn)
 
 
 @contextmanager

@@ -195,3 +195,39 @@ def test_serve_ends_the_process_without_finalizing_once_it_stopped(make_sysfs, s
     with pytest.raises(_Exited):
         cli.main(["serve"])
     assert codes == [0] and flushed == ["logging"]
+
+
+def test_serve_sets_the_guard_metric_from_the_record_of_this_boot(make_sysfs, socket_dir, tmp_path, monkeypatch):
+    """The kubelet guard's moves at this boot are gauges from the first poll (NRT publishing on or off)."""
+    from numa_align import cli
+    from numa_align.guard_report import BOOT_ID
+    from numa_align.running import Plugin
+
+    moved = [{"file": f"/var/lib/kubelet/{name}", "aside": f"/var/lib/kubelet/{name}.mismatch-x", "reason": "r"}
+             for name in ("cpu_manager_state", "memory_manager_state")]
+    record = tmp_path / "kubelet-guard.json"
+    record.write_text(json.dumps({"bootId": BOOT_ID.read_text().strip(), "moved": moved}))
+    for variable, value in (("NUMA_SYSFS_ROOT", str(make_sysfs(TWO_NODES))), ("NUMA_SOCKET_DIR", str(socket_dir)),
+                            ("NUMA_METRICS_ADDR", "127.0.0.1:0"), ("NUMA_ALIGN_GUARD_RECORD", str(record))):
+        monkeypatch.setenv(variable, value)
+    seen: dict[str, float | None] = {}
+
+    def run(plugin: Plugin) -> None:
+        sample = plugin.metrics.registry.get_sample_value
+        for _ in range(100):  # the publisher's first poll reads the record, in its own thread
+            if sample("numa_align_kubelet_checkpoint_set_aside", {"file": moved[-1]["file"]}) is not None:
+                break
+            time.sleep(0.05)
+        for entry in moved + [{"file": "/var/lib/kubelet/other"}]:
+            seen[entry["file"]] = plugin.metrics.registry.get_sample_value(
+                "numa_align_kubelet_checkpoint_set_aside", {"file": entry["file"]})
+
+    def exit_now(code: int) -> None:
+        raise _Exited
+
+    monkeypatch.setattr(Plugin, "run", run)
+    monkeypatch.setattr(cli.os, "_exit", exit_now)
+    with pytest.raises(_Exited):
+        cli.main(["serve"])
+    assert seen == {"/var/lib/kubelet/cpu_manager_state": 1.0, "/var/lib/kubelet/memory_manager_state": 1.0,
+                    "/var/lib/kubelet/other": None}

@@ -13,7 +13,8 @@ import pytest
 from numa_align.kubeapi import ApiError, CrdMissing, KubeClient, NotFound, Unreachable
 from numa_align.kubeconfig import ClusterConfig, ConfigError, in_cluster_config, load_config, read_kubeconfig
 
-from tests.plugin.fakekube import FakeKube, kubeconfig_text, make_pki, serve_kube
+from tests.plugin.fakekube import FakeKube, kubeconfig_text, serve_kube
+from tests.plugin.fakepki import make_pki
 
 NRT = {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
        "metadata": {"name": "worker-1"}, "zones": [], "attributes": []}
@@ -221,3 +222,19 @@ def test_the_running_pods_of_a_node_are_listed_as_metadata_and_a_missing_right_i
     assert caught.value.status == 403
     method, path, _who = fake.seen[0]
     assert path == "/api/v1/pods?fieldSelector=spec.nodeName%3Dworker-1%2Cstatus.phase%3DRunning&resourceVersion=0"
+
+
+def test_an_event_is_created_in_its_namespace_and_a_taken_name_or_missing_right_is_an_api_error(fake):
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "worker-1.x-0", "namespace": "default"},
+             "reason": "R", "message": "m", "involvedObject": {"kind": "Node", "name": "worker-1"}}
+    with serve_kube(fake) as url:
+        client = KubeClient(ClusterConfig(server=url, source="test kubeconfig", token="s3cret"))
+        assert client.create_event(event)["metadata"]["name"] == "worker-1.x-0"
+        with pytest.raises(ApiError, match="409 AlreadyExists") as taken:
+            client.create_event(event)
+        fake.forbidden_resources = {"events"}
+        with pytest.raises(ApiError, match=r"may not create events.*grant 'create' on events") as refused:
+            client.create_event(event)
+    assert (taken.value.status, refused.value.status) == (409, 403)
+    assert fake.events == {("default", "worker-1.x-0"): event}
+    assert fake.seen[0][:2] == ("POST", "/api/v1/namespaces/default/events")

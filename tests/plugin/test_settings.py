@@ -84,6 +84,14 @@ def test_nrt_options_from_variables_and_flags(socket_dir, tmp_path):
     assert (s.pod_resources_socket, s.poll_interval) == (Path("/run/pr/kubelet.sock"), 0.5)
 
 
+def test_the_kubelet_guards_record_is_read_where_the_guard_writes_it_unless_told(socket_dir):
+    base = {"NUMA_SOCKET_DIR": str(socket_dir)}
+    assert read_settings(base, {}).guard_record == Path("/var/lib/numa-lab/kubelet-guard.json")
+    assert read_settings(base | {"NUMA_ALIGN_GUARD_RECORD": "/srv/guard.json"}, {}).guard_record == Path(
+        "/srv/guard.json")
+    assert read_settings(base, {"guard_record": "/run/g.json"}).guard_record == Path("/run/g.json")
+
+
 def test_the_node_name_defaults_to_node_name_then_the_host_name(socket_dir, monkeypatch):
     monkeypatch.setattr(settings_module.socket, "gethostname", lambda: "Worker-9")
     on = {"NUMA_SOCKET_DIR": str(socket_dir), "NUMA_ALIGN_NRT": "true"}
@@ -110,6 +118,7 @@ def test_the_node_name_defaults_to_node_name_then_the_host_name(socket_dir, monk
     ("NUMA_ALIGN_POD_RESOURCES_SOCKET", "kubelet.sock", "'kubelet.sock' is not an absolute path"),
     ("NUMA_ALIGN_POD_RESOURCES_SOCKET", "/" + "p" * 120, "/p+ is too long for a unix socket"),
     ("NUMA_ALIGN_POLL_INTERVAL", "0", "'0' is not a number of seconds"),
+    ("--guard-record", "guard.json", "'guard.json' is not an absolute path"),
 ])
 def test_bad_nrt_values_name_their_variable_or_flag(socket_dir, key, raw, words):
     env, flags = {"NUMA_SOCKET_DIR": str(socket_dir)}, {}

@@ -16,8 +16,9 @@ def render_daemonset(**changes) -> dict[str, dict]:
     values = {
         "namespace": "kube-system", "image": "registry.local:5000/numa-align:0.1.0",
         "image_pull_policy": "IfNotPresent", "socket_dir": SOCKET_DIR, "pod_resources_dir": POD_RESOURCES_DIR,
-        "sysfs_dir": "/sys", "config": CONFIG, "node_settings_dir": "/etc/numa-align/nodes",
-        "node_settings_file": "nodes.json", "metrics_port": 9201, "node_selector": {"numa-lab/numa": "true"},
+        "sysfs_dir": "/sys", "guard_dir": "/var/lib/numa-lab", "config": CONFIG,
+        "node_settings_dir": "/etc/numa-align/nodes", "node_settings_file": "nodes.json", "metrics_port": 9201,
+        "node_selector": {"numa-lab/numa": "true"},
         "settings_checksum": "s" * 64, "manifest_checksum": "m" * 64, "nrt": False,
     } | changes
     documents = list(yaml.safe_load_all(render("plugin/daemonset.yaml.j2", **values)))
@@ -48,6 +49,8 @@ def test_daemonset_mounts_the_device_plugins_dir_and_sysfs_at_the_paths_it_passe
     assert mounts["pod-resources"] == {"name": "pod-resources", "mountPath": POD_RESOURCES_DIR, "readOnly": True}
     assert volumes["sysfs"]["path"] == "/sys"
     assert mounts["sysfs"]["mountPath"] == env["NUMA_SYSFS_ROOT"] and mounts["sysfs"]["readOnly"] is True
+    assert volumes["guard-record"] == {"path": "/var/lib/numa-lab", "type": "DirectoryOrCreate"}
+    assert mounts["guard-record"] == {"name": "guard-record", "mountPath": "/var/lib/numa-lab", "readOnly": True}
     assert container["ports"] == [{"name": "metrics", "containerPort": 9201, "protocol": "TCP"}]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert docs["DaemonSet"]["metadata"]["annotations"] == {"numa-lab/manifest-sha256": "m" * 64}
