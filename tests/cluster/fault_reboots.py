@@ -153,8 +153,24 @@ def changed_memory_power_cycle(pinned: PinnedPod, power_cycle: Callable[[], str]
                             "/var/lib/kubelet/memory_manager_state' || true").stdout
     assert kept not in ("", "0"), "the guard kept no moved-aside checkpoint"
     assert said.strip() not in ("", "0"), "the guard said nothing in the kubelet's journal"
+    told = wait("the guard's move as numa-align's gauge and an Event on the Node", lambda: told_elsewhere(pinned), 120)
     return Fault("cell memory changed + power cycle", f"{changed}; first with the boot guard off",
                  f"kubelet refused ('{REFUSAL}') {refused:.0f} s after boot without the guard; with it: checkpoint "
-                 "moved aside (kept, journal line), pod back pinned, every pod Ready, NRT current",
+                 f"moved aside (kept, journal line, gauge and Event {told:.0f} s after), pod back pinned, every pod "
+                 "Ready, NRT current",
                  f"{recovery:.0f} s from the guard's kubelet start ({time.monotonic() - started:.0f} s in all)",
                  "nothing (the old checkpoint kept beside the new one)")
+
+
+SET_ASIDE = 'numa_align_kubelet_checkpoint_set_aside{file="/var/lib/kubelet/memory_manager_state"} 1.0'
+
+
+def told_elsewhere(pinned: PinnedPod) -> bool:
+    """numa-align read the guard's record: its gauge says the memory checkpoint was set aside at this boot, and
+    its Event KubeletCheckpointSetAside is on the Node."""
+    gauge = ssh(pinned.state, pinned.node, f"curl -sf http://127.0.0.1:9201/metrics | grep -cF '{SET_ASIDE}'")
+    if gauge.stdout.strip() in ("", "0"):
+        return False
+    events = pinned.core.list_namespaced_event(
+        "default", field_selector=f"reason=KubeletCheckpointSetAside,involvedObject.name={pinned.node}").items
+    return any("memory_manager_state" in (event.message or "") for event in events)
