@@ -37,6 +37,15 @@ CACHE = {
     "resyncScope": "OnlyResources",
 }
 
+UNSCHEDULABLE_RETRY = "30s"
+"""--pod-max-in-unschedulable-pods-duration (upstream 5m; deprecated, still parsed by v1.36.3): a node's cached
+view goes stale and fresh again with no cluster event to wake the pods it turned away. Every update of a
+default-scheduler pod with exclusive resources on a node (a pod stuck in ImagePullBackOff flips its waiting
+reason at each back-off) marks that node "foreign" until the next resync, 5 s later; a NUMA-aware pod that
+meets it then is told "invalid node topology data" and waited 5 minutes in the unschedulable queue (seen in
+the lab: still Pending after 180 s beside a stuck pod). 30 s: such a pod is tried again within half a minute;
+the cost is a retry of each unschedulable NUMA-aware pod twice a minute."""
+
 LEASE_TIMING = {"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "10s"}
 """One instance runs: its Lease only says that it runs (numalab.lint.cluster_schedulers trusts one renewed within
 60 s), and a graceful restart releases it. kube-scheduler's default renewal every 2 s made it 15 of an idle
@@ -53,6 +62,7 @@ def numa_scheduler() -> Component:
             f"--authorization-kubeconfig={conf}",
             "--bind-address=127.0.0.1",
             f"--config={CONFIG}",
+            f"--pod-max-in-unschedulable-pods-duration={UNSCHEDULABLE_RETRY}",
             f"--secure-port={SECURE_PORT}",
         ),
         after=("kube-apiserver.service",),

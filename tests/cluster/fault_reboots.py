@@ -56,8 +56,30 @@ class PinnedPod:
             NAMESPACE, label_selector=f"{LABEL}={self.NAME}").items, 180, 2)
 
     def pod(self) -> Any | None:
-        pods = self.core.list_namespaced_pod(NAMESPACE, label_selector=f"{LABEL}={self.NAME}").items
+        """The Deployment's live pod: not ended, not being deleted. A pod the kubelet refused at its
+        re-admission after a boot stays Failed beside the Deployment's new one (rejected() names them)."""
+        pods = [pod for pod in self._pods() if pod.status.phase not in ("Failed", "Succeeded")
+                and pod.metadata.deletion_timestamp is None]
         return pods[0] if len(pods) == 1 else None
+
+    def _pods(self) -> list[Any]:
+        return self.core.list_namespaced_pod(NAMESPACE, label_selector=f"{LABEL}={self.NAME}").items
+
+    def describe(self) -> str:
+        """Every pod of the Deployment: phase, reason, container state (a wait's failure says it)."""
+        out = []
+        for pod in self._pods():
+            states = [status.state for status in pod.status.container_statuses or []]
+            waiting = [state.waiting.reason for state in states if state.waiting is not None]
+            out.append(f"{pod.metadata.name} {pod.status.phase} {pod.status.reason or ''} on {pod.spec.node_name} "
+                       f"{'waiting ' + ','.join(waiting) if waiting else ''} {(pod.status.message or '')[:160]}")
+        return "; ".join(out) or "no pod"
+
+    def rejected(self) -> list[str]:
+        """The Deployment's pods that ended Failed, each with the kubelet's reason and message (after a boot:
+        UnexpectedAdmissionError while numa-align had not registered its devices yet, upstream's behaviour)."""
+        return [f"{pod.metadata.name}: {pod.status.reason} ({(pod.status.message or '')[:160]})"
+                for pod in self._pods() if pod.status.phase == "Failed"]
 
     def mark(self) -> tuple[str, int]:
         """(uid, restarts) now: what `running_since` compares with."""
@@ -94,7 +116,8 @@ class PinnedPod:
     def recovered(self, before: tuple[str, int]) -> None:
         """Everything a reboot must give back: the pod running again pinned to its cell, every pod on the node
         Ready, swap off, the kubelet's policies as before, numa-align registered, the NRT object current."""
-        wait(f"{self.NAME} running again on {self.node}", lambda: self.running_since(before), 420, 3)
+        wait(f"{self.NAME} running again on {self.node}", lambda: self.running_since(before), 420, 3,
+             why=self.describe)
         wait(f"every pod on {self.node} Ready again (CoreDNS included)", lambda: all(
             any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
             for p in self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self.node}").items
@@ -120,11 +143,13 @@ def hard_resets(pinned: PinnedPod, reset: Callable[[], None], times: int = 2) ->
         pinned.recovered(before)
         recoveries.append(time.monotonic() - started)
         same.append(pinned.pod().metadata.uid == before[0])
+    rejected = pinned.rejected()
     return Fault(f"hard reset x{times}", f"libvirt reset of {pinned.node} (no shutdown), a pinned Deployment pod on it",
                  f"new boot id; pod running again in cell {pinned.cell} (CPUs {pinned.first['Cpus_allowed_list']} "
                  "at first); every pod Ready; swap off; kubelet policies as before; numa-align registered; NRT current",
                  ", ".join(f"{seconds:.0f} s" for seconds in recoveries) + " from each reset to all of that",
-                 "nothing (" + ("the same pod restarted" if all(same) else "a new pod in its place") + ")")
+                 "nothing (" + ("the same pod restarted" if all(same) else "a new pod in its place") + ")"
+                 + replaced(rejected))
 
 
 def changed_memory_power_cycle(pinned: PinnedPod, power_cycle: Callable[[], str]) -> Fault:
@@ -159,7 +184,7 @@ def changed_memory_power_cycle(pinned: PinnedPod, power_cycle: Callable[[], str]
                  f"moved aside (kept, journal line, gauge and Event {told:.0f} s after), pod back pinned, every pod "
                  "Ready, NRT current",
                  f"{recovery:.0f} s from the guard's kubelet start ({time.monotonic() - started:.0f} s in all)",
-                 "nothing (the old checkpoint kept beside the new one)")
+                 "nothing (the old checkpoint kept beside the new one)" + replaced(pinned.rejected()))
 
 
 SET_ASIDE = 'numa_align_kubelet_checkpoint_set_aside{file="/var/lib/kubelet/memory_manager_state"} 1.0'
@@ -174,3 +199,8 @@ def told_elsewhere(pinned: PinnedPod) -> bool:
     events = pinned.core.list_namespaced_event(
         "default", field_selector=f"reason=KubeletCheckpointSetAside,involvedObject.name={pinned.node}").items
     return any("memory_manager_state" in (event.message or "") for event in events)
+
+
+def replaced(rejected: list[str]) -> str:
+    """What the lost column adds when the kubelet refused the pod at its re-admission after the boot."""
+    return f"; refused at re-admission, replaced by its Deployment: {'; '.join(rejected)}" if rejected else ""

@@ -35,6 +35,8 @@ def test_one_profile_named_numa_aware_runs_the_plugin_with_its_reserve_cache() -
     assert args["cache"]["foreignPodsDetect"] == "OnlyExclusiveResources"
     unit = model.numa_scheduler()
     assert f"--config={model.CONFIG}" in unit.args and "--secure-port=10260" in unit.args  # kube-scheduler: 10259
+    # a pod turned away while its node was briefly marked for resync is tried again within 30 s, not 5 minutes
+    assert "--pod-max-in-unschedulable-pods-duration=30s" in unit.args
 
 
 def test_its_rights_are_a_schedulers_plus_nrt_reads_and_its_own_lease() -> None:
