@@ -46,6 +46,12 @@ meets it then is told "invalid node topology data" and waited 5 minutes in the u
 the lab: still Pending after 180 s beside a stuck pod). 30 s: such a pod is tried again within half a minute;
 the cost is a retry of each unschedulable NUMA-aware pod twice a minute."""
 
+VERBOSITY = 2
+"""klog -v: 2 is where the plugin's cache says what it does to a node ("marked with foreign pods", "flushing":
+its view of the node taken again from the node's object) and the scheduler says why a pod did not fit: what
+a user reads when a NUMA-aware pod waits, and how the cluster test sees which object the cache took. A few
+lines per scheduled pod; kube-scheduler's common production level."""
+
 LEASE_TIMING = {"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "10s"}
 """One instance runs: its Lease only says that it runs (numalab.lint.cluster_schedulers trusts one renewed within
 60 s), and a graceful restart releases it. kube-scheduler's default renewal every 2 s made it 15 of an idle
@@ -64,6 +70,7 @@ def numa_scheduler() -> Component:
             f"--config={CONFIG}",
             f"--pod-max-in-unschedulable-pods-duration={UNSCHEDULABLE_RETRY}",
             f"--secure-port={SECURE_PORT}",
+            f"--v={VERBOSITY}",
         ),
         after=("kube-apiserver.service",),
     )

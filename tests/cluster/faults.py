@@ -4,6 +4,7 @@ prints (fault, how it was injected, what was checked, recovery time, what was lo
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -256,6 +257,28 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
                  "nothing")
 
 
+def cache_took(state: Path, node: str, made: dict[str, Any]) -> str:
+    """How numa-scheduler's cache took `node`'s object `made` (its metadata), or "": numa-lab's adopter said so
+    naming its uid, or the cache flushed the node from its object (upstream's resync, when the node was marked
+    for it; -v=2) at or after the object's creation, by the server's clock, when the old one was gone."""
+    journal = ssh(state, "server", "journalctl -u numa-scheduler --no-pager -o short-unix --since "
+                                   f"@{_epoch(made['creationTimestamp']) - 1:.0f}").stdout.splitlines()
+    created = _epoch(made["creationTimestamp"])
+    for line in journal:
+        stamp, _, text = line.partition(" ")
+        if f'node="{node}"' not in text or not stamp.replace(".", "").isdigit() or float(stamp) < created:
+            continue
+        if "adopting NodeResourceTopology" in text and made["uid"] in text:
+            return "numa-lab's adopter"
+        if '"flushing"' in text:
+            return "upstream's resync: the node was marked for it"
+    return ""
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
 def node_registered_again(state: Path, node: str, image: str, scheduler: str = "numa-aware") -> Fault:
     """`node`'s Node deleted and made again at once (numa-lab's own ensure_node, with the same podCIDR) and its
     kubelet restarted, which registers by adopting it, as after a node's rebuild: its NRT object goes with the
@@ -304,11 +327,9 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
         found = nrt()
         return found is not None and found["metadata"]["ownerReferences"][0]["uid"] == new.metadata.uid
     remade = wait(f"{node}'s NRT object made again for its new Node", made_again, 180, 3)
-    new_uid = nrt()["metadata"]["uid"]
-    adopted = wait("numa-scheduler adopting the new object", lambda: ssh(
-        state, "server", f"journalctl -u numa-scheduler --no-pager | grep -F 'adopting NodeResourceTopology' | "
-                         f"grep -F 'node=\"{node}\"' | grep -cF '{new_uid}' || true").stdout.strip() not in ("", "0"),
-                   60, 2)
+    made = nrt()["metadata"]
+    adopted = wait("numa-scheduler's cache taking the new object", lambda: bool(cache_took(state, node, made)), 90, 2)
+    how = cache_took(state, node, made)
     name = f"fault-after-reregistration-{node}"
     core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(name, node, image, scheduler))
     try:
@@ -320,7 +341,7 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
                                      "--value").stdout.strip()
     assert restarted == scheduler_started, "numa-scheduler was restarted: the object was not adopted live"
     return Fault("Node deleted and registered again", f"Node {node} deleted and made again at once (new uid)",
-                 f"NRT object made again for the new Node; numa-scheduler adopted it live (not restarted); a "
-                 f"{scheduler} pod ran on {node}",
-                 f"object back {remade:.0f} s after, adopted {adopted:.0f} s later, pod Running in {ran:.0f} s",
+                 f"NRT object made again for the new Node; numa-scheduler's cache took it live ({how}; not "
+                 f"restarted); a {scheduler} pod ran on {node}",
+                 f"object back {remade:.0f} s after, taken {adopted:.0f} s later, pod Running in {ran:.0f} s",
                  f"nothing (total {time.monotonic() - started:.0f} s)")

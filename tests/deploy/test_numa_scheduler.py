@@ -37,6 +37,7 @@ def test_one_profile_named_numa_aware_runs_the_plugin_with_its_reserve_cache() -
     assert f"--config={model.CONFIG}" in unit.args and "--secure-port=10260" in unit.args  # kube-scheduler: 10259
     # a pod turned away while its node was briefly marked for resync is tried again within 30 s, not 5 minutes
     assert "--pod-max-in-unschedulable-pods-duration=30s" in unit.args
+    assert "--v=2" in unit.args  # the cache's marks and flushes of a node, in its journal
 
 
 def test_its_rights_are_a_schedulers_plus_nrt_reads_and_its_own_lease() -> None:
