@@ -32,6 +32,7 @@ from numa_align.sysfs import DUMP_COMMAND, SysfsDump, read_host
 from numalab.deploy.rke2.config import kubelet_args_text
 from numalab.deploy.rke2.install import verify_command
 from numalab.files import file_digest
+from numalab.model.components import KUBELET_GUARD
 from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.kubelet_state import MEMORY_MANAGER_STATE
 from numalab.sysfs import topology_from_host
@@ -184,6 +185,12 @@ def test_airgap_install_and_config_files(rke2_lab: Rke2Lab) -> None:
         args = yaml.safe_load(dropin)["kubelet-arg+"]
         assert "memory-manager-policy=Static" in args and "topology-manager-policy=single-numa-node" in args
         assert not host.file("/etc/rancher/rke2/registries.yaml").exists  # no registry in this inventory
+        # The kubelet boot guard runs before RKE2's service, as before upstream's kubelet unit; systemd loaded it.
+        service = "rke2-server" if guest is server else "rke2-agent"
+        guard = host.file(f"/etc/systemd/system/{service}.service.d/10-numa-lab-kubelet-guard.conf").content_string
+        assert guard.startswith("[Service]\nExecStartPre=-/usr/bin/python3 -S -E ") and host.file(KUBELET_GUARD).exists
+        loaded = host.run(f"systemctl show {service} -p DropInPaths --value").stdout
+        assert "10-numa-lab-kubelet-guard.conf" in loaded, loaded
 
 
 def test_second_run_changes_nothing(rke2_lab: Rke2Lab) -> None:

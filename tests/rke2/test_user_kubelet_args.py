@@ -74,3 +74,32 @@ def test_rke2_config_refuses_the_node_before_planning_anything(monkeypatch: pyte
             config.rke2_config()
         assert not host.state.ops.get(host)  # no operation planned: nothing is written anywhere
     assert str(caught.value).startswith(f"@fake/node: {site}: kubelet-arg sets reserved-memory: ")
+
+
+def test_a_node_that_runs_pods_gets_the_kubelet_boot_guard_before_its_service(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """RKE2 starts its kubelet itself, so the guard runs from a drop-in before rke2-agent (a double: RKE2
+    cannot run here); the drop-in restarts nothing, it takes effect at the next start."""
+    from numalab.model import components
+    from numalab.model.kubelet import KubeletSettings, kubelet_policy
+    from numalab.model.topology import Topology
+
+    two = Topology.from_dict({"cells": [{"id": 0, "cpus": "0-1", "memory": "2Gi"},
+                                        {"id": 1, "cpus": "2-3", "memory": "2Gi"}]})
+    policy = kubelet_policy(two, KubeletSettings.from_dict({"kubelet-version": "v1.31.4"}))
+    monkeypatch.setattr(config.context, "runs_pods", lambda host: True)
+    monkeypatch.setattr(config.context, "role_of", lambda host: {"rke2_agents"})
+    monkeypatch.setattr(controller, "rke2_token", lambda host: "t")
+    monkeypatch.setattr(config, "node_policy", lambda: policy)
+    monkeypatch.setattr(config, "reset_files", lambda plan, policy: [])
+    monkeypatch.setattr(config.policy_reset, "before_config", lambda *args, **kwargs: None)
+    monkeypatch.setattr(config.context, "cluster_of", lambda host: type("C", (), {"registry_endpoint": ""})())
+    monkeypatch.setattr(config, "config_text", lambda *args: "token: t\n")
+    path, text = config.guard_dropin("rke2-agent", policy)
+    assert path == "/etc/systemd/system/rke2-agent.service.d/10-numa-lab-kubelet-guard.conf"
+    assert text == f"[Service]\nExecStartPre=-{components.GUARD_PYTHON} {components.KUBELET_GUARD}\n"
+    with fake_host(k8s_state_dir=str(tmp_path), fake_responses={FILE_MARK: []}) as host:
+        written = config.rke2_config()
+        planned = " | ".join(" ".join(host.state.op_meta[op].names) for op in host.state.get_op_order())
+    assert "runs the kubelet boot guard first" in planned and "Kubelet boot guard" in planned, planned
+    assert len(written.changed) == 2  # config.yaml and the policy drop-in: the guard restarts nothing

@@ -5,6 +5,8 @@ config file that sets one of the drop-in's kubelet flags is refused first (numal
 
 A changed CPU or Memory Manager policy (or its reservations under static) plans the policy-change reset:
 rke2-server / rke2-agent is stopped and the stale checkpoint files removed before the drop-in changes.
+On a node that runs pods the kubelet boot guard (numalab.checkpoint_guard) runs before the service, from a
+systemd drop-in, as it runs before upstream's kubelet unit.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
-from pyinfra.operations import files
+from pyinfra.operations import files, systemd
 
 from numalab.deploy import context, controller, policy_reset
-from numalab.deploy.checkpoints import reset_files
+from numalab.deploy.checkpoints import put_guard, reset_files
 from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
 from numalab.deploy.rke2.facts import Rke2KubeletArgs
-from numalab.model.components import CLUSTER_CA
+from numalab.model.components import CLUSTER_CA, kubelet_guard_command
 from numalab.model.errors import ValidationError
 from numalab.model.kubelet import KubeletPolicy
 from numalab.model.rke2 import registries_config
@@ -80,6 +82,15 @@ def kubelet_args_text(policy: KubeletPolicy) -> str:
     return render("rke2/kubelet-args.yaml.j2", kubelet_args=list(policy.args), summary=summary)
 
 
+def guard_dropin(service: str, policy: KubeletPolicy) -> tuple[str, str]:
+    """The systemd drop-in that runs numa-lab's kubelet boot guard before rke2-server / rke2-agent, whose
+    kubelet keeps its checkpoints in /var/lib/kubelet as upstream's does; the guard looks for live containers
+    in RKE2's containerd (/run/k3s/containerd) too. Only a drop-in: it takes effect at the next start (a
+    boot), so writing it restarts nothing."""
+    return (f"/etc/systemd/system/{service}.service.d/10-numa-lab-kubelet-guard.conf",
+            f"[Service]\nExecStartPre=-{kubelet_guard_command(policy)}\n")
+
+
 def planned_reset() -> list[str]:
     """The state files this node's rke2_config will remove for a policy change or because they no longer
     match the machine (none: it needs no turn). RKE2's kubelet keeps them in /var/lib/kubelet too."""
@@ -110,6 +121,11 @@ def rke2_config(reset: list[str] | None = None) -> Rke2Files:
         policy_reset.before_config(stale, kubeconfig(), context.node_name(host), service=service)
         changed.append(files.put(name="Kubelet policy drop-in (kubelet-arg+, computed from this node's topology)",
                                  src=StringIO(new), dest=DROPIN, mode="644"))
+        put_guard()  # RKE2 starts its kubelet itself: the guard runs before the service instead
+        path, text = guard_dropin(service, policy)
+        guarded = files.put(name=f"{service} runs the kubelet boot guard first (ExecStartPre)", src=StringIO(text),
+                            dest=path, mode="644", create_remote_dir=True)
+        systemd.daemon_reload(name=f"Reload systemd for {service}'s guard drop-in", _if=guarded.did_change)
     registry = context.cluster_of(host).registry_endpoint
     if registry:
         values = registries_config(registry, mirror_docker_io=False, scheme="https", ca_file=CLUSTER_CA)
