@@ -158,7 +158,8 @@ def changed_memory_power_cycle(pinned: PinnedPod, power_cycle: Callable[[], str]
     the Memory Manager's checkpoint aside (no container alive after the power cycle) and the kubelet starts."""
     state, node = pinned.state, pinned.node
     no_guard = f"printf '[Service]\\nExecStartPre=\\n' > {NO_GUARD}"
-    added = ssh(state, node, f"mkdir -p {NO_GUARD.rsplit('/', 1)[0]} && {no_guard} && systemctl daemon-reload")
+    # sync: the power is pulled next, and a file not yet on the disk would be gone at the boot (the guard on)
+    added = ssh(state, node, f"mkdir -p {NO_GUARD.rsplit('/', 1)[0]} && {no_guard} && sync && systemctl daemon-reload")
     assert added.returncode == 0, added.stderr
     before, boot = pinned.mark(), pinned.boot_id()
     started = time.monotonic()
@@ -166,7 +167,8 @@ def changed_memory_power_cycle(pinned: PinnedPod, power_cycle: Callable[[], str]
     pinned.wait_booted(boot)
     refused = wait("the kubelet's own refusal of its memory checkpoint (no guard)", lambda: ssh(
         state, node, f"journalctl -b -u kubelet --no-pager | grep -c '{REFUSAL}' || true").stdout.strip() not in (
-        "", "0"), 300, 3)
+        "", "0"), 300, 3, why=lambda: ssh(state, node, f"ls {NO_GUARD}; journalctl -b -u kubelet --no-pager | "
+                                                        "grep -iE 'guard|memory|fail' | tail -8").stdout)
     guarded = time.monotonic()
     back = ssh(state, node, f"rm -f {NO_GUARD} && systemctl daemon-reload && systemctl reset-failed kubelet; "
                             "systemctl restart kubelet")

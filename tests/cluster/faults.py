@@ -328,7 +328,11 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
         return found is not None and found["metadata"]["ownerReferences"][0]["uid"] == new.metadata.uid
     remade = wait(f"{node}'s NRT object made again for its new Node", made_again, 180, 3)
     made = nrt()["metadata"]
-    adopted = wait("numa-scheduler's cache taking the new object", lambda: bool(cache_took(state, node, made)), 90, 2)
+    adopted = wait("numa-scheduler's cache taking the new object", lambda: bool(cache_took(state, node, made)), 90, 2,
+                   why=lambda: f"object {made['uid']} made {made['creationTimestamp']}; numa-scheduler said: " + ssh(
+                       state, "server", "journalctl -u numa-scheduler --no-pager -o short-unix --since "
+                       f"@{_epoch(made['creationTimestamp']) - 60:.0f} | grep -E 'nrtadopt|{node}|rror' | tail -15"
+                   ).stdout)
     how = cache_took(state, node, made)
     name = f"fault-after-reregistration-{node}"
     core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(name, node, image, scheduler))

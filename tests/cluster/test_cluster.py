@@ -86,6 +86,11 @@ etcd restarted under the e2e suite, numa-align killed, a Node registered again, 
 cycle on changed memory: about 10 minutes) for a quicker look while working."""
 
 
+SHRUNK_MIB = 1920
+SHRUNK_CELL = f"{SHRUNK_MIB}Mi"
+"""worker-1's cell 1 after the power cycle on changed memory (2048 MiB before); the deploys after it declare it."""
+
+
 def results_row(output: str, label: str) -> list[str]:
     line = next(line for line in output.splitlines() if line.strip().startswith(label))
     return line.split()[-4:]
@@ -117,7 +122,7 @@ WITHOUT_WORKER_2 = textwrap.dedent("""
 
 
 def write_inventory(path: Path, memory_policy: str | None = None, numa_align_install: str | None = None,
-                    worker_1_offline: str | None = None) -> Path:
+                    worker_1_offline: str | None = None, worker_1_cell_1: str | None = None) -> Path:
     """inventories/kvm.py with worker-3's CPU Manager options, and maybe the workers' Memory Manager policy,
     numa-align's install (systemd by default, or daemonset: the lab registry's image) and CPUs of worker-1's
     cell 1 declared offline."""
@@ -134,6 +139,14 @@ def write_inventory(path: Path, memory_policy: str | None = None, numa_align_ins
         override += textwrap.dedent(f"""
             for _name, _data in rke2_agents:
                 _data["numa_align_install"] = {numa_align_install!r}
+            """)
+    if worker_1_cell_1 is not None:  # its memory changed in the domain (the power cycle case): declared so
+        override += textwrap.dedent(f"""
+            for _name, _data in rke2_agents:
+                if _data["kvm_guest"] == "worker-1":
+                    _data["numa"] = {{**_data["numa"], "cells": [
+                        {{**c, "memory": {worker_1_cell_1!r}}} if c["id"] == 1 else c
+                        for c in _data["numa"]["cells"]]}}
             """)
     if worker_1_offline is not None:
         override += textwrap.dedent(f"""
@@ -176,7 +189,8 @@ def extended_fault_cases(state: Path, env: dict[str, str], lab: Lab) -> None:
             with fault_case("hard reset"):
                 FAULTS.append(hard_resets(pinned, lambda: reset_guest(lab, "worker-1"), times=1))
             with fault_case("cell memory changed + power cycle"):
-                FAULTS.append(changed_memory_power_cycle(pinned, lambda: shrink_cell(lab, "worker-1", 1, 1920)))
+                FAULTS.append(changed_memory_power_cycle(pinned, lambda: shrink_cell(lab, "worker-1", 1,
+                                                                                     SHRUNK_MIB)))
         finally:
             pinned.delete()
     with step("fault: numa-align killed on worker-3 (stale, then back)"), fault_case("numa-align killed"):
@@ -281,7 +295,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         # Memory Manager None, and numa-align from its unit to the DaemonSet (the lab registry's image) in the
         # same run: the stale memory_manager_state is removed once; the run after changes nothing.
         none_inventory = write_inventory(tmp_path / "inventory-none.py", memory_policy="None",
-                                         numa_align_install="daemonset", worker_1_offline="3")
+                                         numa_align_install="daemonset", worker_1_offline="3",
+                                         worker_1_cell_1=SHRUNK_CELL if EXTENDED else None)
         with step("fault: API unreachable during a planned reset"), \
                 fault_case("API unreachable during a planned reset"):
             FAULTS.append(api_unreachable_during_a_planned_reset(
@@ -330,7 +345,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert changes(again) == "-", "the second run changed something: " + (again.stdout + again.stderr)[-4000:]
         # Back to the unit: the DaemonSet and its pods go first, the unit registers again.
         systemd_inventory = write_inventory(tmp_path / "inventory-systemd.py", memory_policy="None",
-                                            worker_1_offline="3")
+                                            worker_1_offline="3", worker_1_cell_1=SHRUNK_CELL if EXTENDED else None)
         with step("numa-align back to its systemd unit"):
             back = deploy(systemd_inventory, env, "back", timeout=1800)
         back_output = back.stdout + back.stderr
