@@ -282,8 +282,8 @@ def _epoch(timestamp: str) -> float:
 def node_registered_again(state: Path, node: str, image: str, scheduler: str = "numa-aware") -> Fault:
     """`node`'s Node deleted and made again at once (numa-lab's own ensure_node, with the same podCIDR) and its
     kubelet restarted, which registers by adopting it, as after a node's rebuild: its NRT object goes with the
-    old Node (owned by it),
-    numa-align makes a new one for the new Node, and the NUMA-aware scheduler adopts it without a restart
+    old Node (owned by it) while numa-align is stopped, numa-align started again makes a new one for the new
+    Node, and the NUMA-aware scheduler adopts it without a restart
     (numa-scheduler's nrtadopt, scheduler-plugins#967) and places a pod on the node by it."""
     from numalab.deploy.api import ensure_node
 
@@ -309,12 +309,19 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
     scheduler_started = ssh(state, "server", "systemctl show numa-scheduler -p ActiveEnterTimestampMonotonic "
                                              "--value").stdout.strip()
     started = time.monotonic()
+    # numa-align stopped first, as on a node being rebuilt: the old object goes with its Node (the garbage
+    # collector) before a new one is made, in that order every run. Running, numa-align races the collector
+    # (it writes the object with the Node uid it read before), and the case would not know which it saw.
+    stopped = ssh(state, node, "systemctl stop numa-align")
+    assert stopped.returncode == 0, stopped.stderr
     core.delete_node(node)
     ensure_node(state / "kubeconfig", node, old.spec.pod_cidr)
     new = core.read_node(node)
     assert new.metadata.uid != old.metadata.uid  # the fault took effect: another Node of that name
+    wait(f"{node}'s old NRT object gone with its Node", lambda: (nrt() or {}).get("metadata", {}).get("uid")
+         != old_nrt["metadata"]["uid"], 120, 2)
     # The kubelet registers again at its start, adopting the Node (its labels and status), as after a rebuild
-    restarted_kubelet = ssh(state, node, "systemctl restart kubelet")
+    restarted_kubelet = ssh(state, node, "systemctl restart kubelet && systemctl start numa-align")
     assert restarted_kubelet.returncode == 0, restarted_kubelet.stderr
 
     def registered() -> bool:
@@ -328,6 +335,7 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
         return found is not None and found["metadata"]["ownerReferences"][0]["uid"] == new.metadata.uid
     remade = wait(f"{node}'s NRT object made again for its new Node", made_again, 180, 3)
     made = nrt()["metadata"]
+    assert made["uid"] != old_nrt["metadata"]["uid"]  # a new object, which the cache has never seen
     adopted = wait("numa-scheduler's cache taking the new object", lambda: bool(cache_took(state, node, made)), 90, 2,
                    why=lambda: f"object {made['uid']} made {made['creationTimestamp']}; numa-scheduler said: " + ssh(
                        state, "server", "journalctl -u numa-scheduler --no-pager -o short-unix --since "
@@ -344,7 +352,8 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
     restarted = ssh(state, "server", "systemctl show numa-scheduler -p ActiveEnterTimestampMonotonic "
                                      "--value").stdout.strip()
     assert restarted == scheduler_started, "numa-scheduler was restarted: the object was not adopted live"
-    return Fault("Node deleted and registered again", f"Node {node} deleted and made again at once (new uid)",
+    return Fault("Node deleted and registered again", f"Node {node} deleted and made again at once (new uid), "
+                 "numa-align stopped across it",
                  f"NRT object made again for the new Node; numa-scheduler's cache took it live ({how}; not "
                  f"restarted); a {scheduler} pod ran on {node}",
                  f"object back {remade:.0f} s after, taken {adopted:.0f} s later, pod Running in {ran:.0f} s",
