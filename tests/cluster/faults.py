@@ -148,6 +148,24 @@ def _answers(core: client.CoreV1Api, node: str) -> bool:
         return False
 
 
+@contextmanager
+def anchored(core: client.CoreV1Api, node: str, image: str) -> Iterator[str]:
+    """A pod Running on `node` for the while, as on any node in use: upstream's resync skips a node with no
+    Running pod at all ("cannot find any pod for node", seen in the lab), so a mark on such a node (a foreign
+    pod's, or a re-registered Node's) would never be cleared there. Yields its name."""
+    anchor = f"fault-anchor-{node}"
+    core.create_namespaced_pod(NAMESPACE, _bare_pod(anchor, node, image))
+    try:
+        wait(f"{anchor} Running", lambda: core.read_namespaced_pod(anchor, NAMESPACE).status.phase == "Running", 120)
+        yield anchor
+    finally:
+        try:
+            core.delete_namespaced_pod(anchor, NAMESPACE, grace_period_seconds=0)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
 def _bare_pod(name: str, node: str, image: str, emptydir: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nodeName": node, "terminationGracePeriodSeconds": 0,
@@ -221,12 +239,14 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
     scheduler's resync does, so the node stays in step: a NUMA-aware pod for `node` is bound and runs."""
     core = client.CoreV1Api(api(state))
     custom = client.CustomObjectsApi(api(state))
-    stuck, placed, anchor = f"fault-stuck-{node}", f"fault-after-stuck-{node}", f"fault-anchor-{node}"
+    stuck, placed = f"fault-stuck-{node}", f"fault-after-stuck-{node}"
     missing = image.split("/")[0] + "/numa-lab/no-such-image:1"  # the lab registry has no such image
-    # A pod that runs there, as on any node in use: the scheduler's resync skips a node with no Running pod
-    # at all ("cannot find any pod for node"), so a foreign pod's mark would never be cleared there
-    core.create_namespaced_pod(NAMESPACE, _bare_pod(anchor, node, image))
-    wait(f"{anchor} Running", lambda: core.read_namespaced_pod(anchor, NAMESPACE).status.phase == "Running", 120)
+    with anchored(core, node, image):
+        return _stuck_pending_pod(core, custom, node, image, scheduler, stuck, placed, missing)
+
+
+def _stuck_pending_pod(core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str, image: str,
+                       scheduler: str, stuck: str, placed: str, missing: str) -> Fault:
     core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(stuck, node, missing))
     try:
         def pulling() -> bool:
@@ -244,7 +264,7 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
             core.read_namespaced_pod(placed, NAMESPACE).status.phase == "Running"), 180,
             why=lambda: _status(core, placed))
     finally:
-        for name in (stuck, placed, anchor):
+        for name in (stuck, placed):
             try:
                 core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
             except client.ApiException as exc:
@@ -285,6 +305,11 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
     old Node (owned by it) while numa-align is stopped, numa-align started again makes a new one for the new
     Node, and the NUMA-aware scheduler adopts it without a restart
     (numa-scheduler's nrtadopt, scheduler-plugins#967) and places a pod on the node by it."""
+    with anchored(client.CoreV1Api(api(state)), node, image):
+        return _node_registered_again(state, node, image, scheduler)
+
+
+def _node_registered_again(state: Path, node: str, image: str, scheduler: str) -> Fault:
     from numalab.deploy.api import ensure_node
 
     core = client.CoreV1Api(api(state))
