@@ -57,7 +57,7 @@ def event_body(node: str, node_uid: str, entry: SetAside, index: int, now: datet
 class GuardEvents:
     """Posts one Event per entry `offer`ed, in order, each until it is posted or already there."""
 
-    def __init__(self, client: KubeClient, node: str, set_aside: Sequence[SetAside] = (), *,
+    def __init__(self, client: KubeClient, node: str, *,
                  wall: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)) -> None:
         self.client = client
         self.node = node
@@ -67,7 +67,6 @@ class GuardEvents:
         self._posted: set[str] = set()
         self._wall = wall
         self._failing = False
-        self.offer(set_aside)
 
     def offer(self, set_aside: Sequence[SetAside]) -> None:
         """The record's entries now (it changed): those not posted yet are posted at the next `post`."""

@@ -71,13 +71,16 @@ def _text(entry: dict, key: str) -> str:
     return value
 
 
+_UNREAD = object()
+"""What GuardRecord has seen before its first read: equal to no stat, an absent record's None included."""
+
+
 class GuardRecord:
     """The record, read again each time it changes: `changed()` is a stat when it has not."""
 
     def __init__(self, record: Path = RECORD, boot_id: Path = BOOT_ID) -> None:
         self.record, self.boot_id = record, boot_id
-        self._seen: tuple[int, int, int] | None = None
-        self._read = False
+        self._seen: object = _UNREAD
 
     def changed(self) -> list[SetAside] | None:
         """This boot's entries when the record changed since the last call (the first call reads it), else
@@ -87,7 +90,7 @@ class GuardRecord:
             key: tuple[int, int, int] | None = (found.st_ino, found.st_mtime_ns, found.st_size)
         except OSError:
             key = None
-        if self._read and key == self._seen:
+        if key == self._seen:
             return None
-        self._read, self._seen = True, key
+        self._seen = key
         return set_aside_this_boot(self.record, self.boot_id) if key is not None else []

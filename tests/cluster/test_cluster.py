@@ -140,20 +140,14 @@ def write_inventory(path: Path, memory_policy: str | None = None, numa_align_ins
             for _name, _data in rke2_agents:
                 _data["numa_align_install"] = {numa_align_install!r}
             """)
-    if worker_1_cell_1 is not None:  # its memory changed in the domain (the power cycle case): declared so
+    cell_1 = {**({"memory": worker_1_cell_1} if worker_1_cell_1 is not None else {}),
+              **({"offline_cpus": worker_1_offline} if worker_1_offline is not None else {})}
+    if cell_1:  # worker-1's cell 1 as changed under the lab (CPUs offline, memory in the domain): declared so
         override += textwrap.dedent(f"""
             for _name, _data in rke2_agents:
                 if _data["kvm_guest"] == "worker-1":
                     _data["numa"] = {{**_data["numa"], "cells": [
-                        {{**c, "memory": {worker_1_cell_1!r}}} if c["id"] == 1 else c
-                        for c in _data["numa"]["cells"]]}}
-            """)
-    if worker_1_offline is not None:
-        override += textwrap.dedent(f"""
-            for _name, _data in rke2_agents:
-                if _data["kvm_guest"] == "worker-1":
-                    _data["numa"] = {{**_data["numa"], "cells": [
-                        {{**c, "offline_cpus": {worker_1_offline!r}}} if c["id"] == 1 else c
+                        {{**c, **{cell_1!r}}} if c["id"] == 1 else c
                         for c in _data["numa"]["cells"]]}}
             """)
     path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{WITHOUT_WORKER_2}{override}")

@@ -150,6 +150,13 @@ def test_running_pods_come_from_one_list_grouped_by_node() -> None:
     assert asked == ["status.phase=Running"]
 
 
+def started(handler: type[http.server.BaseHTTPRequestHandler]) -> http.server.HTTPServer:
+    """A server on a free loopback port, answering from a thread; the caller shuts it down."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def cut_once_server(answered: list[str]) -> http.server.HTTPServer:
     """Closes the connection of the first request with no answer (a kube-apiserver stopped under it), then
     answers 200."""
@@ -166,9 +173,7 @@ def cut_once_server(answered: list[str]) -> http.server.HTTPServer:
 
         do_GET = do_DELETE = do_POST = _serve  # noqa: N815
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), CutOnce)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return started(CutOnce)
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
@@ -239,9 +244,7 @@ def storage_error_server(answers: list[int], seen: list[str]) -> http.server.HTT
 
         do_GET = do_DELETE = do_POST = _serve  # noqa: N815
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), Storage)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return started(Storage)
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
