@@ -6,6 +6,8 @@ object is owned by the Node) is passed by Filter with no NUMA check, until the s
 function by function, and the fix are in scheduler_go/nrtadopt/adopt.go's package comment: a plugin
 constructor of ours registered under upstream's name, which returns upstream's plugin unchanged and hands its
 cache, through the cache's exported FlushNodes, each object whose node it lacks or holds under another UID.
+A second part (scheduler_go/nrtadopt/idle.go) flushes a node marked for resync on which no pod is Running
+when its object says so: upstream's resync skips such a node ("cannot find any pod for node") for good.
 
 The Go sources live in scheduler_go/ (our code only; no upstream file is copied or patched) and are copied into
 the wrapper module. Their `go test` runs before `go build`, so no binary is cached with a fix whose test fails,
@@ -29,6 +31,9 @@ FIX_TESTS = (
     "TestTheFixedPluginUsesObjectsMadeAfterItStarted",
     "TestUpstreamIgnoresObjectsMadeAfterItStarted",
     "TestOnlyTheOverReserveCacheIsAdopted",
+    "TestTheFixedPluginFlushesAMarkedNodeWithNoRunningPod",
+    "TestUpstreamKeepsAMarkedNodeWithNoRunningPodMarked",
+    "TestSweepFlushesOnlyIdleNodesWhoseObjectSaysSo",
 )
 """Every test of the fix: the build refuses a run in which one of them did not pass (renamed, skipped, lost)."""
 

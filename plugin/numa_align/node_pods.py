@@ -8,7 +8,8 @@ reads the object's nodeTopologyPodsFingerprint (and, with resyncMethod Autodetec
 name) with podfingerprint and compares. The filter comes from `podprovider.NewFromHandle`: with
 informerMode Shared (the lab's) it is `IsPodRelevantShared`, `pod.Status.Phase == PodRunning`; Dedicated
 would use `IsPodRelevantDedicated`, every phase but Pending. A node with no Running pod at all is never
-resynced ("cannot find any pod for node").
+resynced by upstream ("cannot find any pod for node"); numa-scheduler's build flushes it when this
+object's fingerprint is the empty set's (numalab/k8s/scheduler_go/nrtadopt/idle.go).
 
 The kubelet's PodResources List has no phases and lists every admitted, not yet terminated pod, a pod stuck
 Pending in ImagePullBackOff included (its CPUs are allocated at admission). So the fingerprint covers the

@@ -148,24 +148,6 @@ def _answers(core: client.CoreV1Api, node: str) -> bool:
         return False
 
 
-@contextmanager
-def anchored(core: client.CoreV1Api, node: str, image: str) -> Iterator[str]:
-    """A pod Running on `node` for the while, as on any node in use: upstream's resync skips a node with no
-    Running pod at all ("cannot find any pod for node", seen in the lab), so a mark on such a node (a foreign
-    pod's, or a re-registered Node's) would never be cleared there. Yields its name."""
-    anchor = f"fault-anchor-{node}"
-    core.create_namespaced_pod(NAMESPACE, _bare_pod(anchor, node, image))
-    try:
-        wait(f"{anchor} Running", lambda: core.read_namespaced_pod(anchor, NAMESPACE).status.phase == "Running", 120)
-        yield anchor
-    finally:
-        try:
-            core.delete_namespaced_pod(anchor, NAMESPACE, grace_period_seconds=0)
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-
-
 def _bare_pod(name: str, node: str, image: str, emptydir: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "nodeName": node, "terminationGracePeriodSeconds": 0,
@@ -241,13 +223,15 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
     custom = client.CustomObjectsApi(api(state))
     stuck, placed = f"fault-stuck-{node}", f"fault-after-stuck-{node}"
     missing = image.split("/")[0] + "/numa-lab/no-such-image:1"  # the lab registry has no such image
-    with anchored(core, node, image):
-        return _stuck_pending_pod(core, custom, node, image, scheduler, stuck, placed, missing)
+    return _stuck_pending_pod(state, core, custom, node, image, scheduler, stuck, placed, missing)
 
 
-def _stuck_pending_pod(core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str, image: str,
+def _stuck_pending_pod(state: Path, core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str, image: str,
                        scheduler: str, stuck: str, placed: str, missing: str) -> Fault:
-    core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(stuck, node, missing))
+    created = core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(stuck, node, missing))
+    since = created.metadata.creation_timestamp.timestamp()
+    running = [p.metadata.name for p in core.list_pod_for_all_namespaces(
+        field_selector=f"spec.nodeName={node},status.phase=Running").items]
     try:
         def pulling() -> bool:
             statuses = core.read_namespaced_pod(stuck, NAMESPACE).status.container_statuses or []
@@ -270,29 +254,48 @@ def _stuck_pending_pod(core: client.CoreV1Api, custom: client.CustomObjectsApi, 
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
+    said = scheduler_said(state, node, since)
+    marks = [i for i, text in enumerate(said) if "marked with foreign pods" in text]
+    assert marks, f"numa-scheduler never marked {node} for the stuck pod (the fault did not take): {said[-5:]}"
+    how = took(said[marks[0]:])
+    # With no pod Running there, upstream's resync skips the node ("cannot find any pod for node"): only
+    # numa-scheduler's idle flush (nrtadopt/idle.go) can have cleared the mark the pod was bound through.
+    assert how and (running or "idle" in how), f"{node} ({len(running)} Running pods) cleared by {how!r}: {said[-5:]}"
     return Fault("stuck Pending pod", f"a Guaranteed pod on {node} with an image that does not exist "
-                                      "(ImagePullBackOff, its CPU allocated)",
-                 f"NRT fingerprint = {node}'s Running pods; a {scheduler} pod bound and Running beside it",
+                                      f"(ImagePullBackOff, its CPU allocated), {len(running)} pods Running there",
+                 f"NRT fingerprint = {node}'s Running pods; the scheduler marked the node, then took it back "
+                 f"({how}); a {scheduler} pod bound and Running beside it",
                  f"in step {synced:.0f} s after the pod stuck; the {scheduler} pod ran {bound:.0f} s after creation",
                  "nothing")
 
 
-def cache_took(state: Path, node: str, made: dict[str, Any]) -> str:
-    """How numa-scheduler's cache took `node`'s object `made` (its metadata), or "": numa-lab's adopter said so
-    naming its uid, or the cache flushed the node from its object (upstream's resync, when the node was marked
-    for it; -v=2) at or after the object's creation, by the server's clock, when the old one was gone."""
+def scheduler_said(state: Path, node: str, since: float) -> list[str]:
+    """numa-scheduler's journal lines about `node` stamped at or after `since` (epoch s, the server's clock)."""
     journal = ssh(state, "server", "journalctl -u numa-scheduler --no-pager -o short-unix --since "
-                                   f"@{_epoch(made['creationTimestamp']) - 1:.0f}").stdout.splitlines()
-    created = _epoch(made["creationTimestamp"])
+                                   f"@{since - 1:.0f}").stdout.splitlines()
+    said = []
     for line in journal:
         stamp, _, text = line.partition(" ")
-        if f'node="{node}"' not in text or not stamp.replace(".", "").isdigit() or float(stamp) < created:
-            continue
-        if "adopting NodeResourceTopology" in text and made["uid"] in text:
-            return "numa-lab's adopter"
+        if f'node="{node}"' in text and stamp.replace(".", "").isdigit() and float(stamp) >= since:
+            said.append(text)
+    return said
+
+
+def took(said: list[str], uid: str | None = None) -> str:
+    """How the cache took a node's object in `said` (scheduler_said), or "": numa-lab's adopter (naming `uid`
+    when given), or a flush of the node (upstream's resync, when the node was marked for it; -v=2)."""
+    for text in said:
+        if "adopting NodeResourceTopology" in text and (uid is None or uid in text):
+            return "numa-lab's adopter" + (", the node idle" if "no Running pod" in text else "")
         if '"flushing"' in text:
             return "upstream's resync: the node was marked for it"
     return ""
+
+
+def cache_took(state: Path, node: str, made: dict[str, Any]) -> str:
+    """How numa-scheduler's cache took `node`'s object `made` (its metadata), or "", by its lines at or after
+    the object's creation (by the server's clock), when the old one was gone."""
+    return took(scheduler_said(state, node, _epoch(made["creationTimestamp"])), made["uid"])
 
 
 def _epoch(timestamp: str) -> float:
@@ -305,8 +308,7 @@ def node_registered_again(state: Path, node: str, image: str, scheduler: str = "
     old Node (owned by it) while numa-align is stopped, numa-align started again makes a new one for the new
     Node, and the NUMA-aware scheduler adopts it without a restart
     (numa-scheduler's nrtadopt, scheduler-plugins#967) and places a pod on the node by it."""
-    with anchored(client.CoreV1Api(api(state)), node, image):
-        return _node_registered_again(state, node, image, scheduler)
+    return _node_registered_again(state, node, image, scheduler)
 
 
 def _node_registered_again(state: Path, node: str, image: str, scheduler: str) -> Fault:

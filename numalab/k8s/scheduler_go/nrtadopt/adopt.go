@@ -18,13 +18,15 @@
 // cache's own List would have loaded had the scheduler been started now. Objects the cache already holds are
 // left to upstream's Resync (pod fingerprints). The cache sits in an unexported field of upstream's plugin;
 // OverReserveOf reads it by reflection and refuses, naming the field, when this plugin version has no such
-// field, so a changed upstream stops the scheduler at start instead of silently dropping the fix.
+// field, so a changed upstream stops the scheduler at start instead of silently dropping the fix. A node
+// marked for resync with no Running pod, which upstream's Resync skips for good, is idle.go's.
 package nrtadopt
 
 import (
 	"context"
 	"fmt"
 	"reflect"
+	"time"
 	"unsafe"
 
 	"github.com/go-logr/logr"
@@ -38,8 +40,10 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	apiconfig "sigs.k8s.io/scheduler-plugins/apis/config"
 	"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology"
 	nrtcache "sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology/cache"
+	"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology/podprovider"
 )
 
 // CacheField is the unexported field of upstream's TopologyMatch that holds its nrtcache.Interface.
@@ -67,10 +71,21 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 		return nil, fmt.Errorf("numa-lab's NodeResourceTopology adopter: %w", err)
 	}
 	lh := klog.FromContext(ctx).WithName("nrtadopt")
-	if err := Watch(ctx, &Adopter{Cache: cache, Log: lh}, ListWatch(client)); err != nil {
+	adopter := &Adopter{Cache: cache, Log: lh}
+	objects, err := Watch(ctx, adopter, ListWatch(client))
+	if err != nil {
 		return nil, err
 	}
 	lh.Info("handing the cache NodeResourceTopology objects created after it started (scheduler-plugins#967)")
+	matchArgs, _ := args.(*apiconfig.NodeResourceTopologyMatchArgs) // upstream's New refused any other type
+	if matchArgs.Cache != nil && matchArgs.Cache.InformerMode != nil && *matchArgs.Cache.InformerMode != apiconfig.CacheInformerShared {
+		lh.Info("idle marked nodes left to upstream's Resync: its dedicated pod informer is not reachable", "informerMode", *matchArgs.Cache.InformerMode)
+		return plugin, nil
+	}
+	idle := &Idle{Adopter: adopter, Pods: handle.SharedInformerFactory().Core().V1().Pods().Lister(), Objects: objects,
+		Counted: func(pod *corev1.Pod) bool { return podprovider.IsPodRelevantShared(lh, pod) }}
+	go idle.Run(ctx, time.Duration(matchArgs.CacheResyncPeriodSeconds)*time.Second)
+	lh.Info("flushing marked nodes with no Running pod from objects that say so (upstream's Resync skips them)")
 	return plugin, nil
 }
 
@@ -108,7 +123,7 @@ var probe = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", 
 func (a *Adopter) Offer(nrt *topologyv1alpha2.NodeResourceTopology) bool {
 	cached, info := a.Cache.GetCachedNRTCopy(context.Background(), nrt.Name, probe)
 	if !info.Fresh {
-		return false // held for foreign pods: upstream's Resync reads this node's object from the API
+		return false // held for foreign pods: upstream's Resync (or Idle, with no pod there) reads its object
 	}
 	if cached != nil && cached.UID == nrt.UID {
 		return false // known: upstream's Resync refreshes it when the pod fingerprints say so
@@ -122,8 +137,9 @@ func (a *Adopter) Offer(nrt *topologyv1alpha2.NodeResourceTopology) bool {
 	return true
 }
 
-// Watch runs an informer on lw until ctx ends, offering every added or updated object to the adopter.
-func Watch(ctx context.Context, adopter *Adopter, lw k8scache.ListerWatcher) error {
+// Watch runs an informer on lw until ctx ends, offering every added or updated object to the adopter; it
+// returns the informer's store.
+func Watch(ctx context.Context, adopter *Adopter, lw k8scache.ListerWatcher) (k8scache.Store, error) {
 	informer := k8scache.NewSharedIndexInformer(lw, &topologyv1alpha2.NodeResourceTopology{}, 0, k8scache.Indexers{})
 	offer := func(obj any) {
 		if nrt, ok := obj.(*topologyv1alpha2.NodeResourceTopology); ok {
@@ -135,10 +151,10 @@ func Watch(ctx context.Context, adopter *Adopter, lw k8scache.ListerWatcher) err
 		UpdateFunc: func(_, obj any) { offer(obj) },
 	})
 	if err != nil {
-		return fmt.Errorf("numa-lab's NodeResourceTopology adopter: %w", err)
+		return nil, fmt.Errorf("numa-lab's NodeResourceTopology adopter: %w", err)
 	}
 	go informer.RunWithContext(ctx)
-	return nil
+	return informer.GetStore(), nil
 }
 
 // plainListWatch lists, then watches: a cluster has one object per node, and the API's streamed list

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	k8scache "k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -84,6 +85,7 @@ func (api *fakeAPI) record(kind string, nrt topologyv1alpha2.NodeResourceTopolog
 }
 
 func (api *fakeAPI) create(nrt topologyv1alpha2.NodeResourceTopology) { api.record("ADDED", nrt) }
+func (api *fakeAPI) update(nrt topologyv1alpha2.NodeResourceTopology) { api.record("MODIFIED", nrt) }
 func (api *fakeAPI) remove(nrt topologyv1alpha2.NodeResourceTopology) { api.record("DELETED", nrt) }
 
 func (api *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
@@ -193,10 +195,18 @@ func (h handle) SharedInformerFactory() informers.SharedInformerFactory { return
 
 // newPlugin builds the plugin with the lab's cache settings (numalab/model/numa_scheduler.py) but a 1 s resync.
 func newPlugin(t *testing.T, api *fakeAPI, factory pluginFactory, resyncSeconds int64) fwk.Plugin {
+	plugin, _ := newPluginWithPods(t, api, factory, resyncSeconds)
+	return plugin
+}
+
+// newPluginWithPods is newPlugin, and the indexer of the scheduler's pod informer (never started: the test
+// fills it, as the informer would from the API).
+func newPluginWithPods(t *testing.T, api *fakeAPI, factory pluginFactory, resyncSeconds int64) (fwk.Plugin, k8scache.Indexer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// kube-scheduler's client speaks protobuf (clientConnection.contentType); the API answers JSON for objects of a CRD.
 	config := &rest.Config{Host: api.server.URL, ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}
+	pods := informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(config), 0)
 	args := &apiconfig.NodeResourceTopologyMatchArgs{
 		ScoringStrategy:          apiconfig.ScoringStrategy{Type: apiconfig.LeastAllocated},
 		CacheResyncPeriodSeconds: resyncSeconds,
@@ -207,12 +217,11 @@ func newPlugin(t *testing.T, api *fakeAPI, factory pluginFactory, resyncSeconds 
 			ResyncScope:       ptr.To(apiconfig.CacheResyncScopeOnlyResources),
 		},
 	}
-	plugin, err := factory(ctx, args, handle{config: config,
-		factory: informers.NewSharedInformerFactory(kubernetes.NewForConfigOrDie(config), 0)})
+	plugin, err := factory(ctx, args, handle{config: config, factory: pods})
 	if err != nil {
 		t.Fatalf("building the plugin: %v", err)
 	}
-	return plugin
+	return plugin, pods.Core().V1().Pods().Informer().GetIndexer()
 }
 
 // filter runs the plugin's Filter for a Guaranteed pod asking 2 CPUs on node.
