@@ -14,8 +14,8 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from numa_align.nrt_api import GROUP, PLURAL, VERSION
 
-GROUP, VERSION, PLURAL = "topology.node.k8s.io", "v1alpha2", "noderesourcetopologies"
 FINGERPRINT_PREFIX = "pfp0v001"
 WAIT_SECONDS = 30.0
 

@@ -14,6 +14,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
+from numa_align import nrt_api
 from urllib3.exceptions import HTTPError
 
 # ConfigException: no kubeconfig yet (RKE2's server writes it on its first start).
@@ -179,7 +180,7 @@ def nrt_created(kubeconfig: Path) -> dict[str, float]:
     none, no CRD or no API."""
     try:
         custom = client.CustomObjectsApi(core_api(kubeconfig).api_client)
-        listed = custom.list_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
+        listed = custom.list_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL,
                                                    _request_timeout=5)
     except Problem:
         return {}

@@ -31,12 +31,12 @@ from pyinfra.operations.util import any_changed
 from numalab.deploy import api, context, controller, manifests
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
-from numalab.deploy.wheelhouse import wheelhouse
 from numalab.images.lab_images import lab_image_reference
 from numalab.model.errors import ValidationError
 from numalab.model.plugin_settings import DaemonSetSettings, daemonset_settings, nrt_settings
 from numalab.model.plugin_settings import plugin_settings as settings_for
 from numalab.render import render
+from numalab.wheelhouse import wheelhouse
 
 PREFIX = "/opt/numa-align"
 WHEELS = f"{PREFIX}/wheels"

@@ -16,6 +16,7 @@ import hashlib
 from pathlib import Path
 
 import yaml
+from numa_align.nrt_api import CRD_NAME
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
@@ -23,7 +24,7 @@ from pyinfra.operations import python
 
 from numalab.deploy import api, context, manifests
 from numalab.k8s.errors import BinariesError
-from numalab.k8s.nrt_crd import CRD_NAME, nrt_crd
+from numalab.k8s.nrt_crd import nrt_crd
 from numalab.pki.profiles import NUMA_ALIGN_USER
 
 ACCESS_TEMPLATE = "plugin/nrt-access.yaml.j2"

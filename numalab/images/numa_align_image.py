@@ -2,7 +2,7 @@
 
 Debian 13 packages (python3.13 and the shared libraries it and the grpcio wheel need) are fetched with
 apt-get under a private state directory (the host's apt is not touched), unpacked with dpkg-deb, and the
-wheelhouse the systemd install uses (numalab.deploy.wheelhouse) is installed over them with the host's pip
+wheelhouse the systemd install uses (numalab.wheelhouse) is installed over them with the host's pip
 for CPython 3.13 on manylinux x86_64. Before packing, the staged root runs the plugin's imports and CLI in a
 chroot. The debs and the finished image are cached under the image dir by the hash of their inputs.
 """
@@ -24,6 +24,7 @@ from numalab.lab.image import host_debian_mirror
 from numalab.lab.recipe import SUITE
 from numalab.lab.spec import settings_from_env
 from numalab.progress import step
+from numalab.wheelhouse import PLUGIN_DIR, inputs_digest, wheelhouse
 
 RECIPE = 1  # bump when what goes into the image changes in a way the inputs below do not show
 PYTHON = "3.13"
@@ -128,7 +129,8 @@ def check_root(target: Path) -> None:
     _run(["chroot", str(target), "/usr/bin/python3", "-m", "compileall", "-q", "--invalidation-mode",
           "unchecked-hash", f"/usr/lib/python{PYTHON}", f"/{SITE}"], "compiling the modules in a chroot")
     _run(["chroot", str(target), "/usr/bin/python3", "-c",
-          "import grpc, google.protobuf, prometheus_client, numa_align.cli"], "the plugin's imports in a chroot")
+          "import grpc, google.protobuf, prometheus_client, yaml, xxhash, numa_align.cli"],
+         "the plugin's imports in a chroot")
     _run(["chroot", str(target), "/usr/local/bin/numa-align", "--help"], "`numa-align --help` in a chroot")
 
 
@@ -150,14 +152,12 @@ def entries_of(target: Path) -> list[Entry]:
 
 def plugin_image_tag() -> str:
     """`<plugin version>-<hash>`: a change of the plugin's sources or pins, or of RECIPE, is a new tag."""
-    from numalab.deploy.wheelhouse import inputs_digest  # here: numalab.deploy's stages import this module
-
     digest = hashlib.sha256(f"{RECIPE}:{PYTHON}:{inputs_digest(PYTHON)}:{sorted(ROOTS)}:{sorted(SKIPPED)}".encode())
     return f"{_plugin_version()}-{digest.hexdigest()[:12]}"
 
 
 def _plugin_version() -> str:
-    for line in (Path(__file__).resolve().parents[2] / "plugin" / "pyproject.toml").read_text().splitlines():
+    for line in (PLUGIN_DIR / "pyproject.toml").read_text().splitlines():
         if line.startswith("version"):
             return line.split("=", 1)[1].strip().strip('"')
     raise PluginImageError("plugin/pyproject.toml has no version line")
@@ -178,8 +178,6 @@ def build_plugin_image() -> Image:
 def _build_into(root: Path, entry: Path) -> None:
     mirror = os.environ.get("NUMALAB_DEBIAN_MIRROR") or host_debian_mirror()
     with step(f"numa-lab/numa-align image {entry.name} (Debian {SUITE} packages + the wheelhouse)"):
-        from numalab.deploy.wheelhouse import wheelhouse  # here: numalab.deploy's stages import this module
-
         debs = fetch_debs(root / "apt", mirror)
         wheels = wheelhouse(PYTHON, root / "wheelhouse")
         with tempfile.TemporaryDirectory(prefix="numalab-plugin-image-") as work:

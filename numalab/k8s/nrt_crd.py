@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+from numa_align.nrt_api import CRD_NAME, GROUP, VERSION
 
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.source import SourceError, download_module
@@ -21,9 +22,6 @@ from numalab.k8s.source import SourceError, download_module
 NRT_API_MODULE = "github.com/k8stopologyawareschedwg/noderesourcetopology-api"
 NRT_API_VERSION = "v0.1.3"
 CRD_FILE = "manifests/crd.yaml"
-CRD_NAME = "noderesourcetopologies.topology.node.k8s.io"
-GROUP = "topology.node.k8s.io"
-SERVED_VERSION = "v1alpha2"
 
 
 def crd_problem(crd: Any) -> str | None:
@@ -37,8 +35,8 @@ def crd_problem(crd: Any) -> str | None:
     if spec.get("group") != GROUP or spec.get("scope") != "Cluster":
         return f"its group/scope is {spec.get('group')!r}/{spec.get('scope')!r}, not {GROUP}/Cluster"
     served = [v.get("name") for v in spec.get("versions") or [] if v.get("served")]
-    if SERVED_VERSION not in served:
-        return f"it serves {served}, not {SERVED_VERSION}"
+    if VERSION not in served:
+        return f"it serves {served}, not {VERSION}"
     return None
 
 

@@ -16,9 +16,9 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from numa_align.leases import NAMESPACE as LEASE_NAMESPACE
+from numa_align.nrt_api import CRD_NAME, GROUP, PLURAL, VERSION
 
 from numalab.lab.spec import settings_from_env
-from numalab.top.nrt import CRD_NAME, GROUP, PLURAL, VERSION
 
 REQUEST_TIMEOUT = 15.0
 CRD_MISSING = f"the NodeResourceTopology CRD ({CRD_NAME}) is not installed: deploy with numa_align_nrt on"

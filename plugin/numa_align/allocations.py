@@ -12,9 +12,8 @@ from typing import Any
 
 from numa_align.api import podresources_v1_pb2 as pb
 from numa_align.cpulist import format_cpulist
+from numa_align.nrt_api import ALLOCATIONS_ANNOTATION
 from numa_align.sysfs import HostTopology
-
-ANNOTATION = "numa-align/allocations"
 
 
 def pod_allocations(listed: pb.ListPodResourcesResponse, topology: HostTopology) -> dict[str, dict[str, Any]]:
@@ -51,4 +50,5 @@ def pod_allocations(listed: pb.ListPodResourcesResponse, topology: HostTopology)
 
 def allocations_annotation(listed: pb.ListPodResourcesResponse, topology: HostTopology) -> dict[str, str]:
     """The annotation, compact and key-sorted so an unchanged node gives an equal object."""
-    return {ANNOTATION: json.dumps(pod_allocations(listed, topology), sort_keys=True, separators=(",", ":"))}
+    text = json.dumps(pod_allocations(listed, topology), sort_keys=True, separators=(",", ":"))
+    return {ALLOCATIONS_ANNOTATION: text}

@@ -9,15 +9,17 @@ The definition (podfingerprint.go): each pod is XXH64(name, seed=XXH64(namespace
 bytes, with no separator; the pod hashes are sorted as unsigned integers and written as 8 little-endian bytes
 each into one XXH64 with seed 0; the result is "pfp0" + "v001" + the 8 digest bytes big-endian in lowercase
 hex (16 digits, zero padded). Pods are not deduplicated: adding one twice changes the value. The empty set
-is "pfp0v001ef46db3751d8e999" (XXH64 of no bytes).
+is "pfp0v001ef46db3751d8e999" (XXH64 of no bytes). XXH64 comes from PyPI's `xxhash` (the reference C
+library), whose seed is the full unsigned 64-bit one github.com/OneOfOne/xxhash's ChecksumString64S takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+from xxhash import xxh64_hexdigest, xxh64_intdigest
+
 from numa_align.api import podresources_v1_pb2 as pb
-from numa_align.xxh64 import xxh64
 
 PREFIX = "pfp0"
 VERSION = "v001"
@@ -38,14 +40,14 @@ METHODS = (METHOD_ALL, METHOD_WITH_EXCLUSIVE_RESOURCES)
 
 def pod_hash(namespace: str, name: str) -> int:
     """One pod's 64-bit hash: the namespace's hash seeds the name's."""
-    return xxh64(name.encode(), seed=xxh64(namespace.encode()))
+    return xxh64_intdigest(name.encode(), seed=xxh64_intdigest(namespace.encode()))
 
 
 def pod_fingerprint(pods: Iterable[tuple[str, str]]) -> str:
     """The fingerprint of (namespace, name) pairs, independent of their order."""
     hashes = sorted(pod_hash(namespace, name) for namespace, name in pods)
-    digest = xxh64(b"".join(value.to_bytes(8, "little") for value in hashes))
-    return f"{PREFIX}{VERSION}{digest:016x}"
+    digest = xxh64_hexdigest(b"".join(value.to_bytes(8, "little") for value in hashes))
+    return f"{PREFIX}{VERSION}{digest}"
 
 
 def fingerprint_pods(listed: Iterable[pb.PodResources], method: str,

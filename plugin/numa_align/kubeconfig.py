@@ -3,7 +3,9 @@ elsewhere (the systemd unit) from a kubeconfig file.
 
 Everything is checked when the configuration is loaded, so a bad kubeconfig stops `numa-align serve` at
 start with one line (ConfigError) instead of failing on every publish. Tokens are read from their file on
-every request: the kubelet rotates projected service-account tokens in place.
+every request: the kubelet rotates projected service-account tokens in place. The file is read with
+PyYAML's safe loader: kubectl writes block style, people also write flow style and block scalars, and
+`kubectl config view -o json` prints JSON, which is YAML too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from numa_align.blockyaml import BlockYamlError, parse
+import yaml
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 _UNSUPPORTED_USER = ("exec", "auth-provider", "username", "password")
@@ -133,11 +135,11 @@ def in_cluster_config(env: Mapping[str, str], service_account: Path = SERVICE_AC
 def read_kubeconfig(path: Path) -> ClusterConfig:
     """The current context's cluster and user; relative file names are relative to the kubeconfig's directory."""
     try:
-        document = parse(path.read_text())
+        document = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {path}: {exc.strerror}") from None
-    except BlockYamlError as exc:
-        raise ConfigError(f"kubeconfig {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"kubeconfig {path} is not YAML: {_yaml_problem(exc)}") from None
     if not isinstance(document, dict):
         raise ConfigError(f"kubeconfig {path} is not a mapping (kind: Config)")
     where = f"kubeconfig {path}"
@@ -172,6 +174,15 @@ def read_kubeconfig(path: Path) -> ClusterConfig:
     )
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """`line L, column C: what the parser found`, as one line (PyYAML's own text spans several)."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return " ".join(str(exc).split())
+    mark = exc.problem_mark
+    context = f"{exc.context}: " if exc.context else ""
+    return f"line {mark.line + 1}, column {mark.column + 1}: {context}{exc.problem}"
+
+
 def _entry(document: dict[str, Any], section: str, field: str, name: Any, where: str) -> dict[str, Any]:
     for item in document.get(section) or []:
         if isinstance(item, dict) and item.get("name") == name:
@@ -192,10 +203,12 @@ def _file(base: Path, value: Any, where: str, field: str) -> Path | None:
 
 
 def _data(section: dict[str, Any], field: str, where: str) -> bytes:
+    """Base64 data; line breaks and spaces are dropped (a `|` block scalar keeps them, a folded one makes
+    spaces of them; client-go's decoder skips line breaks)."""
     value = section.get(field)
     if not value:
         return b""
     try:
-        return base64.b64decode(str(value), validate=True)
+        return base64.b64decode("".join(str(value).split()), validate=True)
     except (binascii.Error, ValueError):
         raise ConfigError(f"{where}: {field} is not base64") from None

@@ -20,9 +20,9 @@ from numa_align.devices import RESOURCE_DOMAIN
 from numa_align.fingerprint import ATTRIBUTE, ATTRIBUTE_METHOD, METHOD_ALL, METHODS, PREFIX, VERSION
 from numa_align.hugepages import RESOURCE_PREFIX as HUGEPAGES_PREFIX
 from numa_align.hugepages import resource_name
+from numa_align.nrt_api import API_VERSION
 from numa_align.sysfs import HostTopology, NodeInfo
 
-API_VERSION = "topology.node.k8s.io/v1alpha2"
 KIND = "NodeResourceTopology"
 ZONE_TYPE_NODE = "Node"
 ZONE_PREFIX = "node-"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import libvirt
 from kubernetes import client, config
+from numa_align import nrt_api
 
 from numalab.lab.spec import Lab
 from tests.cluster.guests import ssh
@@ -35,7 +36,7 @@ def nrt_zones(state: Path, node: str) -> dict[str, dict[str, int]]:
     custom = client.CustomObjectsApi(config.new_client_from_config(str(state / "kubeconfig")))
     for _ in range(30):
         try:
-            nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", node)
+            nrt = custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, node)
             break
         except client.ApiException as exc:
             assert exc.status == 404, exc

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
+from numa_align import nrt_api
 
 from tests.cluster.faults import Fault, api, wait
 from tests.cluster.guests import ssh
@@ -93,7 +94,7 @@ def rode_through_api_restart(state: Path, workers: list[str], restart: Restart, 
     waited = wait("numa-align's and numa-scheduler's Leases renewed since the restart", lambda: all(
         (_renew_time(coordination, *lease) or 0.0) > renewed[lease] for lease in renewed), 120)
     for worker in workers:
-        custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", worker)
+        custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, worker)
     assert suite_passed
     return Fault("API server + etcd restart", f"systemctl restart etcd kube-apiserver {restart.at:.0f} (mid e2e)",
                  "both restarted; e2e suite passed; Leases of numa-align (" + ", ".join(workers)

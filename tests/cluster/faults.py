@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
+from numa_align import nrt_api
 
 from numalab.deploy import draining
 from numalab.model.node_reset import MARK, ResetError
@@ -210,7 +211,7 @@ def in_step(core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str) 
 
     running = [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(
         field_selector=f"spec.nodeName={node},status.phase=Running").items]
-    nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", node)
+    nrt = custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, node)
     published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
     return published == pod_fingerprint(running)
 
@@ -319,7 +320,7 @@ def _node_registered_again(state: Path, node: str, image: str, scheduler: str) -
 
     def nrt() -> dict[str, Any] | None:
         try:
-            return custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
+            return custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL,
                                                     node)
         except client.ApiException as exc:
             if exc.status == 404:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kubernetes import client
+from numa_align import nrt_api
 
 NAMESPACE = "kube-system"
 APP = "app.kubernetes.io/name=numa-align"
@@ -41,7 +42,7 @@ def check_daemonset_per_node(api_client: client.ApiClient, workers: Iterable[str
         log = core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE, container="numa-align")
         assert f"reserved CPUs {reserved}," in log, (worker, log[-2000:])
         assert f"topology manager {policy}/{scope})" in log, (worker, log[-2000:])
-        nrt = custom.get_cluster_custom_object("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", worker)
+        nrt = custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, worker)
         attributes = {a["name"]: a["value"] for a in nrt.get("attributes") or []}
         assert (attributes["topologyManagerPolicy"], attributes["topologyManagerScope"]) == (policy, scope), (
             worker, attributes)

@@ -11,7 +11,7 @@ import pytest
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.numa_align import PIP_WHEELS, install_command, pip_wheel, venv_command
-from numalab.deploy.wheelhouse import wheelhouse
+from numalab.wheelhouse import wheelhouse
 
 
 def test_the_newest_pip_wheel_is_taken_and_none_is_an_error_naming_the_package() -> None:

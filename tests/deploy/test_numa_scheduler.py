@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from numa_align.nrt_api import GROUP, PLURAL
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import runs_numa_scheduler
@@ -43,7 +44,7 @@ def test_one_profile_named_numa_aware_runs_the_plugin_with_its_reserve_cache() -
 def test_its_rights_are_a_schedulers_plus_nrt_reads_and_its_own_lease() -> None:
     docs = list(yaml.safe_load_all(rbac_manifest()))
     role = next(d for d in docs if d["kind"] == "ClusterRole")
-    assert role["rules"] == [{"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"],
+    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [PLURAL],
                               "verbs": ["get", "list", "watch"]}]
     bound = {d["roleRef"]["name"] for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")}
     assert bound == {"numa-lab:numa-scheduler", "system:kube-scheduler", "system:volume-scheduler",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from numa_align import guard_events, leases
+from numa_align.nrt_api import GROUP, PLURAL, VERSION
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import publishes_nrt
@@ -21,6 +22,7 @@ from numalab.model.errors import ValidationError
 from numalab.model.plugin_settings import nrt_settings, plugin_settings
 from tests.deploy.test_context import FakeHost
 
+# As the module's manifests/crd.yaml has it, written out: it pins numa_align.nrt_api to the CRD numa-lab applies.
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
     "metadata": {"name": "noderesourcetopologies.topology.node.k8s.io"},
@@ -83,7 +85,7 @@ def test_crd_problems_are_named() -> None:
     assert nrt_crd.crd_problem({"kind": "ConfigMap"}) == "it is not a CustomResourceDefinition"
     only_v1 = copy.deepcopy(CRD)
     only_v1["spec"]["versions"] = [{"name": "v1alpha1", "served": True}]
-    assert nrt_crd.crd_problem(only_v1) == "it serves ['v1alpha1'], not v1alpha2"
+    assert nrt_crd.crd_problem(only_v1) == f"it serves ['v1alpha1'], not {VERSION}"
 
 
 def kinds(text: str) -> dict[str, dict]:
@@ -100,7 +102,7 @@ def test_numa_align_may_read_nodes_list_pods_write_nrt_objects_its_leases_and_ev
     rules = {(group, resource): set(rule["verbs"]) for rule in docs["ClusterRole"]["rules"]
              for group in rule["apiGroups"] for resource in rule["resources"]}
     assert rules == {("", "nodes"): {"get"}, ("", "pods"): {"list"},
-                     ("topology.node.k8s.io", "noderesourcetopologies"): {"get", "create", "update"}}
+                     (GROUP, PLURAL): {"get", "create", "update"}}
     # the Lease only in the namespace numa-align renews it in
     assert leases.NAMESPACE == "kube-system"
     assert docs["Role/kube-system"]["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

@@ -6,9 +6,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from numa_align.allocations import ANNOTATION, allocations_annotation, pod_allocations
+from numa_align.allocations import allocations_annotation, pod_allocations
 from numa_align.api import podresources_v1_pb2 as pb
 from numa_align.devices import device_id, resource_name
+from numa_align.nrt_api import ALLOCATIONS_ANNOTATION
 from numa_align.sysfs import read_sysfs
 
 from tests.fakesysfs import GIB_KIB
@@ -39,5 +40,6 @@ def test_pods_holding_something_exclusive_are_listed_with_their_cpus_nodes_memor
         "ml/wide": {"cpus": "3-4", "numa_nodes": [0, 2], "memory": {}, "devices": {}},
     }
     annotation = allocations_annotation(listed, topology)
-    assert list(annotation) == [ANNOTATION] and json.loads(annotation[ANNOTATION]) == pod_allocations(listed, topology)
-    assert allocations_annotation(pb.ListPodResourcesResponse(), topology) == {ANNOTATION: "{}"}
+    assert list(annotation) == [ALLOCATIONS_ANNOTATION]
+    assert json.loads(annotation[ALLOCATIONS_ANNOTATION]) == pod_allocations(listed, topology)
+    assert allocations_annotation(pb.ListPodResourcesResponse(), topology) == {ALLOCATIONS_ANNOTATION: "{}"}

@@ -1,4 +1,5 @@
-"""The pod fingerprint against the Go package's own test vector and values its Sign() printed."""
+"""The pod fingerprint against the Go package's own test vector and values its Sign() printed, and the XXH64 it
+is built on against xxHash's published vectors and values Go's xxhash package gave for full 64-bit seeds."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import random
 import zlib
 
 import pytest
+import xxhash
 from numa_align.api import podresources_v1_pb2 as pb
 from numa_align.fingerprint import (
     ATTRIBUTE,
@@ -56,6 +58,49 @@ GO_TESTDATA_PODS = (
     "azCGYUGYBFmfKfGiho06NI7FVWPOX3HYsAAS9xYuz4Wmjs/FbVSmfDmaF8zAxWjviwN5jj7Xhoj1KluILWkXtUuxUqRmIVYXpbQL"
     "sb4kclwSDM8hF+cD0ZeIM9EGSCjnmBKYK0BL7I+TEmMmRkJhCRGHQIfZCv/7H87V7xQ="
 )
+
+
+SANITY_PRIME32 = 2654435761
+SANITY_PRIME64 = 11400714785074694797
+
+
+def sanity_buffer(length: int) -> bytes:
+    """xxHash's own test buffer (Cyan4973/xxHash, xxhsum.c BMK_sanityCheck): the top byte of a 64-bit
+    generator that starts at PRIME32 and is multiplied by PRIME64 after every byte."""
+    generator, out = SANITY_PRIME32, bytearray()
+    for _ in range(length):
+        out.append(generator >> 56)
+        generator = (generator * SANITY_PRIME64) & (2**64 - 1)
+    return bytes(out)
+
+
+def pattern(length: int) -> bytes:
+    return bytes((i * 7 + 3) % 251 for i in range(length))
+
+
+# Published by xxHash itself: xxhsum.c BMK_sanityCheck, BMK_testXXH64 rows (seed 0 and PRIME32).
+@pytest.mark.parametrize(("length", "seed", "expected"), [
+    (0, 0, 0xEF46DB3751D8E999),
+    (0, SANITY_PRIME32, 0xAC75FDA2929B17EF),
+    (1, 0, 0xE934A84ADB052768),
+    (1, SANITY_PRIME32, 0x5014607643A9B4C3),
+    (14, SANITY_PRIME32, 0xC3BD6BF63DEB6DF0),
+    (222, 0, 0xB641AE8CB691C174),
+    (222, SANITY_PRIME32, 0x20CB8AB7AE10C14A),
+])
+def test_xxh64_against_xxhashs_sanity_vectors(length: int, seed: int, expected: int) -> None:
+    assert xxhash.xxh64_intdigest(sanity_buffer(length), seed=seed) == expected
+
+
+# Seeds above 2**32, as a namespace's hash seeds its pods' (ChecksumString64S): the same value from
+# github.com/OneOfOne/xxhash v1.2.8, the Go package podfingerprint uses.
+@pytest.mark.parametrize(("length", "seed", "expected"), [
+    (33, 2**64 - 1, 0xDBBAC9766BB3ADF7),
+    (64, 2**64 - 1, 0xEB79AD1AD53520CB),
+    (1000, 2**64 - 1, 0x41FA99962F100C5A),
+])
+def test_xxh64_takes_a_full_64_bit_seed_as_go_does(length: int, seed: int, expected: int) -> None:
+    assert xxhash.xxh64_intdigest(pattern(length), seed=seed) == expected
 
 
 def go_testdata_pods() -> list[tuple[str, str]]:

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from numa_align.kubeapi import ApiError, CrdMissing, KubeClient, NotFound, Unreachable
 from numa_align.kubeconfig import ClusterConfig, ConfigError, in_cluster_config, load_config, read_kubeconfig
+from numa_align.nrt_api import API_VERSION, CRD_NAME, GROUP, PLURAL, VERSION
 
 from tests.plugin.fakekube import FakeKube, kubeconfig_text, serve_kube
 from tests.plugin.fakepki import make_pki
 
-NRT = {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+NRT = {"apiVersion": API_VERSION, "kind": "NodeResourceTopology",
        "metadata": {"name": "worker-1"}, "zones": [], "attributes": []}
 
 
@@ -103,7 +104,7 @@ def _bad_kubeconfigs(tmp_path: Path) -> list[tuple[str, str]]:
     url = "https://10.0.0.1:6443"
     good = kubeconfig_text(url, {"token": "t"})
     return [
-        ("clusters:\n- cluster:\n    server: |\n      https://x\n", "line 3: '|': flow collections"),
+        ("clusters:\n- cluster:\n\tserver: https://x\n", "is not YAML: line 3, column 1: .*found character"),
         ("current-context: c\n", r"no contexts entry named 'c'"),
         (good.replace("current-context: numa-align@fake", "current-context: ''"), "has no current-context"),
         (good.replace("user: numa-align\n  name", "user: nobody\n  name"), "no users entry named 'nobody'"),
@@ -157,20 +158,19 @@ def test_in_cluster_configuration_from_the_service_account(tmp_path):
 def test_crd_missing_absent_objects_and_forbidden_verbs(tmp_path, fake):
     with serve_kube(fake) as url:
         client = KubeClient(ClusterConfig(server=url, source="test kubeconfig", token="s3cret"))
-        with pytest.raises(NotFound, match=r"noderesourcetopologies.topology.node.k8s.io 'worker-1' not found"):
+        with pytest.raises(NotFound, match=f"{CRD_NAME} 'worker-1' not found"):
             client.get_nrt("worker-1")
         with pytest.raises(NotFound, match="nodes 'worker-9' not found"):
             client.get_node("worker-9")
         fake.crd_installed = False
         for call in (lambda: client.get_nrt("worker-1"), lambda: client.create_nrt(NRT)):
-            with pytest.raises(CrdMissing, match=r"does not serve /apis/topology.node.k8s.io/v1alpha2/"
-                                                 r"noderesourcetopologies: the NodeResourceTopology CRD "
-                                                 r"\(noderesourcetopologies.topology.node.k8s.io\) is not installed"):
+            with pytest.raises(CrdMissing, match=rf"does not serve /apis/{GROUP}/{VERSION}/{PLURAL}: the "
+                                                 rf"NodeResourceTopology CRD \({CRD_NAME}\) is not installed"):
                 call()
         fake.crd_installed = True
         fake.forbidden = {"create"}
-        with pytest.raises(ApiError, match=r"a bearer token \(test kubeconfig\) may not create noderesourcetopologies"
-                                           r".*cannot create resource.*grant 'create' on noderesourcetopologies"):
+        with pytest.raises(ApiError, match=rf"a bearer token \(test kubeconfig\) may not create {PLURAL}"
+                                           rf".*cannot create resource.*grant 'create' on {PLURAL}"):
             client.create_nrt(NRT)
 
 

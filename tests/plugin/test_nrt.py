@@ -19,6 +19,7 @@ from numa_align.nrt import (
     build_nrt,
     exclusive_from_podresources,
 )
+from numa_align.nrt_api import API_VERSION
 from numa_align.sysfs import HostTopology, read_sysfs
 
 from tests.fakesysfs import GIB_KIB
@@ -114,7 +115,7 @@ def test_object_metadata_and_attributes(smt_host, kubelet_allocatable, kubelet_l
     nrt = build_nrt("worker-1", UID, smt_host, Allocatable(), ExclusiveUse(), "single-numa-node", "container",
                     fingerprint, METHOD_WITH_EXCLUSIVE_RESOURCES)
     assert json.loads(json.dumps(nrt)) == nrt
-    assert (nrt["apiVersion"], nrt["kind"]) == ("topology.node.k8s.io/v1alpha2", "NodeResourceTopology")
+    assert (nrt["apiVersion"], nrt["kind"]) == (API_VERSION, "NodeResourceTopology")
     assert nrt["metadata"] == {"name": "worker-1", "ownerReferences": [
         {"apiVersion": "v1", "kind": "Node", "name": "worker-1", "uid": UID}]}
     assert nrt["attributes"] == [

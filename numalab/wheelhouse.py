@@ -1,6 +1,9 @@
 """numa-align for a node's Python, built on the controller: a wheel of plugin/ and wheels of its pinned
 dependencies (plugin/node-requirements.txt) for that Python on manylinux x86_64. Nodes install from it
-with `pip --no-index`, so they need no package index. Cached by the inputs' hash, behind a file lock."""
+with `pip --no-index`, so they need no package index. Cached by the inputs' hash, behind a file lock.
+
+Below both the deploy stages (the systemd install) and the images (the DaemonSet's image installs the same
+wheels), so neither imports the other."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from pathlib import Path
 from numalab.files import file_lock
 from numalab.progress import step
 
-PLUGIN_DIR = Path(__file__).resolve().parents[2] / "plugin"
+PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugin"
 REQUIREMENTS = PLUGIN_DIR / "node-requirements.txt"
 PLATFORM = "manylinux2014_x86_64"
 

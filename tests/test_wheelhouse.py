@@ -11,8 +11,8 @@ from packaging.requirements import Requirement
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from numalab.deploy import wheelhouse as wheelhouse_module
-from numalab.deploy.wheelhouse import PLUGIN_DIR, REQUIREMENTS, WheelhouseError, inputs_digest, wheelhouse
+from numalab import wheelhouse as wheelhouse_module
+from numalab.wheelhouse import PLUGIN_DIR, REQUIREMENTS, WheelhouseError, inputs_digest, wheelhouse
 
 # What a node's CPython 3.13 on x86_64 installs (Debian 13's python3)
 CP313 = {
