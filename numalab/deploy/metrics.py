@@ -16,7 +16,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.server import Command, Which
-from pyinfra.operations import files, systemd
+from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import context
@@ -24,10 +24,12 @@ from numalab.deploy.waiting import wait_until
 from numalab.model import metrics as model
 from numalab.model.errors import ValidationError
 from numalab.progress import say
-from numalab.render import render
+from numalab.render import TEMPLATES_DIR, render
 
 SERVICE = "prometheus"  # Debian's unit: /usr/bin/prometheus $ARGS as user prometheus
 CONFIG = "/etc/prometheus/prometheus.yml"
+RULES = "/etc/prometheus/numa-align-rules.yml"  # alerts on numa-align's cpuset audit: split or drifted containers
+RULES_SOURCE = TEMPLATES_DIR / "k8s" / "numa-align-rules.yml"  # Prometheus' own templating inside: not rendered
 ARGS_FILE = "/etc/default/prometheus"
 MARK = "written by numa-lab"  # in both files: what tells numa-lab's Prometheus from someone else's
 READY_TIMEOUT = 120
@@ -52,7 +54,7 @@ def scrape_plan() -> model.ScrapePlan:
 
 def prometheus_config(plan: model.ScrapePlan) -> str:
     return render("k8s/prometheus.yml.j2", interval=model.SCRAPE_INTERVAL, timeout=model.SCRAPE_TIMEOUT,
-                  job=model.JOB, node_label=model.NODE_LABEL, targets=plan.targets)
+                  job=model.JOB, node_label=model.NODE_LABEL, targets=plan.targets, rules=RULES)
 
 
 def prometheus_args() -> str:
@@ -87,12 +89,18 @@ def metrics() -> None:
                        src=StringIO(prometheus_config(plan)), dest=CONFIG, mode="644")
     args = files.put(name=f"Prometheus arguments (retention {model.RETENTION})", src=StringIO(prometheus_args()),
                      dest=ARGS_FILE, mode="644")
+    rules = files.put(name="numa-align's alerting rules (split or drifted cpusets)", src=str(RULES_SOURCE),
+                      dest=RULES, mode="644")
+    # Checked before Prometheus is restarted on them: a bad file stops the run here, naming it, while the
+    # running Prometheus keeps the rules it loaded.
+    server.shell(name=f"promtool check rules {RULES}", commands=[f"promtool check rules {RULES}"],
+                 _if=any_changed(rules))
     started = systemd.service(name="Prometheus enabled and running", service=SERVICE, running=True, enabled=True)
-    systemd.service(name="Restart Prometheus for its new config or arguments", service=SERVICE, restarted=True,
-                    _if=any_changed(config, args))
+    systemd.service(name="Restart Prometheus for its new config, arguments or rules", service=SERVICE,
+                    restarted=True, _if=any_changed(config, args, rules))
     wait_until(
         name="Wait for Prometheus /-/ready",
         check=f"curl -sf http://{context.node_address(host)}:{model.PROMETHEUS_PORT}/-/ready >/dev/null",
         timeout=READY_TIMEOUT, unit=SERVICE, node=context.node_name(host), what="Prometheus",
-        _if=any_changed(config, args, started),
+        _if=any_changed(config, args, rules, started),
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from numa_align.cpulist import format_cpulist
 
+from numalab.top.audit import AuditSummary
 from numalab.top.liveness import leases_by_name, stale_since
 from numalab.top.nrt import Allocation, Amount, ParsedNrt, Zone, parse_nrt
 
@@ -104,6 +105,7 @@ class NodeView:
     warnings: tuple[str, ...] = ()
     stale: str | None = None
     """Why numa-align no longer vouches for the object (top.liveness); None when it does or is not known."""
+    audit: AuditSummary | None = None
 
     @property
     def policy(self) -> str | None:
@@ -177,7 +179,7 @@ def node_view(nrt: ParsedNrt, node_exists: bool, pods: Mapping[str, Mapping[str,
         judged.append(PodHold(allocations[key], on_node, status.get("phase") if on_node else None,
                               status.get("qosClass") if on_node else None))
     return NodeView(nrt.node, node_exists, True, nrt.attributes, nrt.allocations is not None, cells,
-                    tuple(judged), tuple(warnings))
+                    tuple(judged), tuple(warnings), audit=nrt.audit)
 
 
 def _no_nrt(node: Mapping[str, Any]) -> str:
@@ -188,8 +190,7 @@ def _no_nrt(node: Mapping[str, Any]) -> str:
 
 
 def _with_warning(view: NodeView, warning: str) -> NodeView:
-    return NodeView(view.name, view.node_exists, view.has_nrt, view.attributes, view.allocations_published,
-                    view.cells, view.pods, (*view.warnings, warning))
+    return replace(view, warnings=(*view.warnings, warning))
 
 
 def _cell(zone: Zone, holds: Mapping[str, dict[str, Any]]) -> CellView:

@@ -15,15 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from numa_align.cpulist import CpulistError, parse_cpulist
+from numa_align.nrt_api import ALLOCATIONS_ANNOTATION
 
 from numalab.model.errors import ValidationError
 from numalab.model.quantity import parse_quantity
+from numalab.top.audit import AuditSummary, parse_audit
 
-GROUP = "topology.node.k8s.io"
-VERSION = "v1alpha2"
-PLURAL = "noderesourcetopologies"
-CRD_NAME = f"{PLURAL}.{GROUP}"
-ALLOCATIONS_ANNOTATION = "numa-align/allocations"
 _ZONE_NAME = re.compile(r"^node-(\d+)$")
 
 
@@ -81,6 +78,8 @@ class ParsedNrt:
     attributes: Mapping[str, str]
     allocations: Mapping[str, Allocation] | None
     warnings: tuple[str, ...]
+    audit: AuditSummary | None = None
+    """numa-align's cpuset audit (top/audit.py); None when not published."""
 
 
 def parse_nrt(obj: Mapping[str, Any]) -> ParsedNrt:
@@ -96,7 +95,8 @@ def parse_nrt(obj: Mapping[str, Any]) -> ParsedNrt:
         attributes["topologyPolicies"] = ",".join(str(p) for p in policies)
     annotation = (metadata.get("annotations") or {}).get(ALLOCATIONS_ANNOTATION)
     allocations = None if annotation is None else parse_allocations(annotation, warnings)
-    return ParsedNrt(name, owner_node(obj), tuple(zones), attributes, allocations, tuple(warnings))
+    audit = parse_audit(metadata.get("annotations") or {}, warnings)
+    return ParsedNrt(name, owner_node(obj), tuple(zones), attributes, allocations, tuple(warnings), audit)
 
 
 def owner_node(obj: Mapping[str, Any]) -> str:

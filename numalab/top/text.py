@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from numa_align.cpulist import format_cpulist
+from numa_align.nrt_api import ALLOCATIONS_ANNOTATION
 
 from numalab.top.model import CellView, NodeView, PodHold
 from numalab.top.nrt import Amount
@@ -82,7 +83,9 @@ def _node_block(view: NodeView) -> str:
         lines.extend("  " + "  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
     if view.has_nrt and not view.allocations_published:
-        lines.append("  pods: not published (no numa-align/allocations annotation): counts only")
+        lines.append(f"  pods: not published (no {ALLOCATIONS_ANNOTATION} annotation): counts only")
+    if view.audit is not None:
+        lines.append("  " + view.audit.text())
     for pod in view.pods:
         lines.append("  pod " + _pod_text(pod))
     lines.extend(f"  warning: {warning}" for warning in view.warnings)
@@ -124,6 +127,7 @@ def _node_json(view: NodeView) -> dict[str, Any]:
         "pods": [_pod_json(pod) for pod in view.pods],
         "warnings": list(view.warnings),
         "stale": view.stale,
+        "audit": None if view.audit is None else view.audit.as_dict(),
     }
 
 

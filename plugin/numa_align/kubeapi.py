@@ -27,12 +27,12 @@ from urllib.parse import quote, urlsplit
 
 from numa_align import __version__
 from numa_align.kubeconfig import ClusterConfig
+from numa_align.nrt_api import CRD_NAME, GROUP, PLURAL, VERSION
 
 TIMEOUT = 10.0
 """Seconds for each request (connect, send, answer)."""
-NRT_GROUP = "topology.node.k8s.io"
-NRT_RESOURCE = f"noderesourcetopologies.{NRT_GROUP}"
-NRT_COLLECTION = f"/apis/{NRT_GROUP}/v1alpha2/noderesourcetopologies"
+NRT_RESOURCE = CRD_NAME
+NRT_COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 NODE_RESOURCE = "nodes"
 POD_RESOURCE = "pods"
 LEASE_RESOURCE = "leases.coordination.k8s.io"
@@ -129,6 +129,14 @@ class KubeClient:
                                node, verb="list", accept=_METADATA_ONLY)
         return {(str(item["metadata"].get("namespace", "")), str(item["metadata"]["name"]))
                 for item in answer.get("items") or []}
+
+    def running_pod_objects(self, node: str) -> list[dict[str, Any]]:
+        """The same pods whole (status included: uid and container ids name their cgroups), for the auditor,
+        which asks only when a pinned container's cgroup is not known yet (auditing.py)."""
+        selector = quote(f"spec.nodeName={node},status.phase=Running", safe="")
+        answer = self._request("GET", f"/api/v1/pods?fieldSelector={selector}&resourceVersion=0", POD_RESOURCE,
+                               node, verb="list")
+        return list(answer.get("items") or [])
 
     def close(self) -> None:
         if self._connection is not None:

@@ -4,7 +4,9 @@
 The per-node `numa_align_node_*` gauges (what the kubelet may hand out and what pinned pods hold on each
 NUMA node) come from the PodResources poll of `publishing.NrtPublisher`, which runs whenever metrics are
 served, NRT publishing on or off. `numa_align_kubelet_checkpoint_set_aside` comes from the kubelet guard's
-record (guard_report.py), read by the same poll when it changes."""
+record (guard_report.py), read by the same poll when it changes. The audit's gauges (`set_audit`) come from
+the same poll too (auditing.py): while the cgroup tree cannot be read `numa_align_audit_readable` is 0 and
+the counts are NaN (unknown), not 0."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 
+from numa_align.audit import Audit
 from numa_align.devices import HEALTHY, UNHEALTHY
 from numa_align.nrt import CPU, MEMORY, Allocatable, ExclusiveUse
 
@@ -91,7 +94,36 @@ class Metrics:
             "numa_align_kubelet_checkpoint_set_aside",
             "1: numa-lab's kubelet guard moved this checkpoint aside at this boot (the hardware changed; the "
             "kubelet would have refused it)", ["file"], registry=r)
+        self.audit_readable = Gauge(
+            "numa_align_audit_readable",
+            "1: the cpusets of the pinned containers were read from the cgroup tree; 0: unknown (see the log)",
+            registry=r)
+        self.containers_split = Gauge(
+            "numa_align_containers_split",
+            "Containers with exclusive CPUs on a NUMA node their cpuset.mems excludes (CPUs and memory in "
+            "different cells); NaN: unknown", registry=r)
+        self.containers_drift = Gauge(
+            "numa_align_containers_cpuset_drift",
+            "Containers whose real cpuset (cgroup) is not what the kubelet assigned (PodResources); NaN: unknown",
+            registry=r)
+        self.containers_audited = Gauge(
+            "numa_align_audit_containers",
+            "Containers with exclusive CPUs: audited (cgroup read) or not_found (no cgroup yet: starting, restarted)",
+            ["result"], registry=r)
+        self.container_problem = Gauge(
+            "numa_align_container_cpuset_problem", "1 for each split or drifted container (only those)",
+            ["namespace", "pod", "container", "problem"], registry=r)
+        self.cpus_in_cpusets = Gauge(
+            "numa_align_node_cpus_exclusive_in_cpusets",
+            "CPUs of the NUMA node in the real cpusets of containers with exclusive CPUs (the kubelet's view: "
+            "numa_align_node_cpus_allocated)", ["node"], registry=r)
+        self.stranded_cpus = Gauge(
+            "numa_align_stranded_cpus",
+            "Free allocatable CPUs of this host minus the most free in one NUMA node: what no single-cell pod can get",
+            registry=r)
         self._cells: set[int] = set()
+        self._problems: set[tuple[str, str, str, str]] = set()
+        self._audit_cells: set[int] = set()
         self._registered: dict[str, bool] = {}
         self._server: WSGIServer | None = None
 
@@ -115,6 +147,29 @@ class Metrics:
             self.memory_allocated.labels(node=label).set(exclusive.get(node, MEMORY))
             self.pods_pinned.labels(node=label).set(pods)
         self._cells = set(pinned)
+
+    def set_audit(self, audit: Audit) -> None:
+        """The audit's gauges; the per-container series only for offending containers, removed when they are not."""
+        self.stranded_cpus.set(audit.stranded)
+        self.audit_readable.set(1 if audit.readable else 0)
+        unknown = float("nan")
+        self.containers_split.set(len(audit.split) if audit.readable else unknown)
+        self.containers_drift.set(len(audit.drift) if audit.readable else unknown)
+        self.containers_audited.labels(result="audited").set(len(audit.findings) if audit.readable else unknown)
+        self.containers_audited.labels(result="not_found").set(len(audit.not_found) if audit.readable else unknown)
+        problems = {(f.pinned.namespace, f.pinned.pod, f.pinned.container, problem)
+                    for f in audit.findings for problem, bad in (("split", f.split), ("drift", f.drift)) if bad}
+        for labels in self._problems - problems:
+            self.container_problem.remove(*labels)
+        for labels in problems:
+            self.container_problem.labels(*labels).set(1)
+        self._problems = problems
+        cells = audit.cells if audit.readable else {}
+        for node in self._audit_cells - cells.keys():
+            self.cpus_in_cpusets.remove(str(node))
+        for node, cpus in cells.items():
+            self.cpus_in_cpusets.labels(node=str(node)).set(cpus)
+        self._audit_cells = set(cells)
 
     def set_checkpoints_set_aside(self, files: Iterable[str]) -> None:
         """From the guard's record of this boot (numa_align.guard_report), each time it changes."""

@@ -6,9 +6,10 @@ the object when its content changed (nrt_writer.py: no periodic rewrite; a quiet
 minute and repaired if it was deleted or edited). After each poll that found the object current it renews
 the node's Lease (leases.py), which is how a stopped numa-align shows, and posts the Events of the kubelet
 guard's moves at this boot not posted yet (guard_events.py; the guard's record is looked at every poll, a
-stat, and its moves set a gauge too). The poll runs when NRT publishing is
-on or metrics are served (without a client it only sets the gauges): one poll serves both, and the gauges
-should not need an API server.
+stat, and its moves set a gauge too). Each poll also audits the pinned containers' real cpusets (auditing.py:
+gauges, and the object's `numa-align/audit` annotation, which makes it dirty when it changes). The poll runs
+when NRT publishing is on or metrics are served (without a client it only sets the gauges): one poll serves
+both, and the gauges should not need an API server.
 
 The pod fingerprint covers the pods the kubelet lists that the API server says are Running: the set the
 scheduler's resync counts (node_pods.py).
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from numa_align.allocations import allocations_annotation
+from numa_align.auditing import Auditor
 from numa_align.backoff import Backoff
 from numa_align.fingerprint import METHOD_ALL, pod_fingerprint
 from numa_align.guard_events import GuardEvents
@@ -84,15 +86,19 @@ class NrtPublisher:
         self.lease: NodeLease | None = None
         self.pods: RunningPods | None = None
         self.guard_events: GuardEvents | None = None
+        lookup = None
         if client is not None and settings.node_name:
             node = settings.node_name
             self.writer = NrtWriter(client, node, clock=clock, min_interval=min_interval, check_every=check_every)
             lease_times = {} if wall is None else {"wall": wall}
             self.lease = NodeLease(client, node, f"numa-align@{node}", clock=clock, **lease_times)
             self.pods = RunningPods(lambda: client.running_pods(node), self.poll, clock=clock)
+            lookup = lambda: client.running_pod_objects(node)  # noqa: E731 - as RunningPods' above
             if guard_record is not None:
                 self.guard_events = GuardEvents(client, node, **lease_times)
         self.guard_record = guard_record
+        self.auditor = Auditor(settings.cgroup_tree, lookup, self.poll, may_ask=self.backoff.is_due, clock=clock)
+        self._audit_shown: dict[str, str] | None = None
         self._topology = topology
         self._clock = clock
         self._query = query or PodResourcesReader()
@@ -185,10 +191,13 @@ class NrtPublisher:
         self._recovered(KUBELET_KINDS, f"reading PodResources at {socket}")
         if fresh and self.metrics is not None:
             self.metrics.set_cells(*self._derived, pinned_pods(answer.listed, topology))
+        audit = self.auditor.run(answer.listed, topology, *self._derived)
+        if self.metrics is not None:
+            self.metrics.set_audit(audit)
         if self.writer is None:
             self.status = "gauges set"
             return
-        self._dirty = self._dirty or fresh
+        self._dirty = self._dirty or fresh or audit.annotation() != self._audit_shown
         if not self.backoff.is_due():
             self.status = (f"API calls paused for {self.backoff.remaining():.1f}s more after "
                            f"{self.backoff.failures} failures")
@@ -229,7 +238,8 @@ class NrtPublisher:
         fingerprint = pod_fingerprint(sorted(counted))
         assert self._derived is not None
         allocatable, exclusive = self._derived
-        annotations = allocations_annotation(answer.listed, topology)  # which pods hold what, for people
+        self._audit_shown = audit = self.auditor.latest.annotation() if self.auditor.latest else {}
+        annotations = {**allocations_annotation(answer.listed, topology), **audit}  # for people: who holds what
         settings = self.settings
 
         def build(uid: str) -> dict[str, Any]:

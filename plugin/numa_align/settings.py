@@ -85,6 +85,8 @@ OPTIONS = {
     "guard_record": Option("NUMA_ALIGN_GUARD_RECORD", "--guard-record",
                            "numa-lab's kubelet guard's record of the checkpoints it moved aside, shown as a metric "
                            f"and an Event when written at this boot (default {RECORD})"),
+    "cgroup_root": Option("NUMA_ALIGN_CGROUP_ROOT", "--cgroup-root",
+                          "the host's cgroup v2 mount, read by the cpuset audit (default: <sysfs root>/fs/cgroup)"),
 }
 
 
@@ -119,6 +121,12 @@ class Settings:
     pod_resources_socket: Path = DEFAULT_SOCKET
     poll_interval: float = 2.0
     guard_record: Path = RECORD
+    cgroup_root: Path | None = None
+    """None: sysfs_root/fs/cgroup (`cgroup_tree`), so the DaemonSet's /host/sys mount serves both."""
+
+    @property
+    def cgroup_tree(self) -> Path:
+        return self.cgroup_root or self.sysfs_root / "fs" / "cgroup"
 
     def check_nodes(self, nodes: Iterable[NodeInfo]) -> None:
         """Reserved CPUs must exist on the host; raise SettingsError naming NUMA_RESERVED_CPUS if not."""
@@ -287,4 +295,5 @@ _PARSERS = {
     "pod_resources_socket": _unix_socket,
     "poll_interval": _seconds,
     "guard_record": _absolute_path,
+    "cgroup_root": _absolute_path,
 }

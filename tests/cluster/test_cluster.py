@@ -36,6 +36,7 @@ from kubernetes import config
 from numa_align.cpulist import parse_cpulist
 
 from numalab.lab.spec import Lab
+from tests.cluster.audit_checks import cpuset_drift, rules_loaded
 from tests.cluster.checks import (
     WORKERS,
     assert_nrt_rows,
@@ -251,6 +252,10 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                 row = next(line.split() for line in table.splitlines()
                            if line.split()[:3] == [worker, str(node), "prometheus"])
                 assert row[3] == "pass", row
+        with step("audit: a cpuset changed behind the kubelet's back"):
+            assert sorted(rules_loaded(prometheus_url)) == [
+                "NumaAlignAuditUnknown", "NumaAlignContainerSplit", "NumaAlignCpusetDrift"]
+            print(cpuset_drift(state, prometheus_url, "worker-1", PROBE_IMAGE))
         # Side by side: the default scheduler's pods rejected by the kubelets, the NUMA-aware one's never
         note_rows(table, "numa-scheduler")
         for row in ("default-scheduler", "numa-aware"):  # both sides: the baseline's rejections happened

@@ -3,12 +3,14 @@ with its node, every 5 s; nodes it cannot reach left out with the reason; on by 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import runs_metrics
-from numalab.deploy.metrics import MARK, prometheus_args, prometheus_config
+from numalab.deploy.metrics import MARK, RULES, RULES_SOURCE, prometheus_args, prometheus_config
 from numalab.model.cluster import Cluster, cluster_from_groups
 from numalab.model.errors import ValidationError
 from numalab.model.metrics import NODE_LABEL, ScrapePlan, ScrapeTarget, scrape_plan
@@ -72,6 +74,15 @@ def test_the_config_scrapes_each_node_every_5s_labelled_with_its_name(cluster: C
         {"targets": ["10.77.0.12:9201"], "labels": {NODE_LABEL: "worker-b"}},
     ]
     assert NODE_LABEL != "node"  # the gauges' own `node` label (the NUMA node id) would be renamed exported_node
+
+
+def test_the_config_loads_numa_aligns_alerting_rules_labelled_as_the_targets_are(cluster: Cluster) -> None:
+    """The rules file the stage installs is the one the config names; its alerts name the node by the label
+    the scrape config gives each target (a label Prometheus lacks would render empty in the alert)."""
+    assert yaml.safe_load(prometheus_config(scrape_plan(cluster, {})))["rule_files"] == [RULES]
+    rules = RULES_SOURCE.read_text()
+    assert "$labels." + NODE_LABEL in rules
+    assert {label for label in re.findall(r"\$labels\.(\w+)", rules)} == {NODE_LABEL}
 
 
 def test_with_no_target_the_job_is_still_valid() -> None:

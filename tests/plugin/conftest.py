@@ -24,6 +24,7 @@ from numa_align.sysfs import HostTopology, read_sysfs
 from tests.fakesysfs import GIB_KIB, write_node_tree
 from tests.kubeletdouble import KubeletDouble
 from tests.kubeletdouble.podresources import ContainerAlloc, PodAlloc, PodResourcesDouble, serve_pod_resources
+from tests.plugin.fakecgroup import write_cgroup_root
 from tests.plugin.fakekube import FakeKube, serve_kube
 
 NODE = "worker-1"
@@ -36,6 +37,12 @@ def socket_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="na-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def cgroup_root(tmp_path: Path) -> Path:
+    """An empty cgroup v2 tree (no pod's cgroup): publishers in tests audit it instead of the machine's."""
+    return write_cgroup_root(tmp_path / "cgroup")
 
 
 @pytest.fixture

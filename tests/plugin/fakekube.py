@@ -28,11 +28,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
+from numa_align.nrt_api import CRD_NAME, GROUP, PLURAL, VERSION
+
 from tests.plugin.fakepki import Pki
 
-GROUP = "topology.node.k8s.io"
-RESOURCE = f"noderesourcetopologies.{GROUP}"
-NRT_PATH = re.compile(rf"/apis/{re.escape(GROUP)}/v1alpha2/noderesourcetopologies(?:/([^/]+))?")
+NRT_PATH = re.compile(rf"/apis/{re.escape(GROUP)}/{VERSION}/{PLURAL}(?:/([^/]+))?")
 NODE_PATH = re.compile(r"/api/v1/nodes/([^/]+)")
 LEASE_PATH = re.compile(r"/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?")
 PODS_PATH = "/api/v1/pods"
@@ -68,6 +68,8 @@ class FakeKube:
     """(namespace, name) -> Lease."""
     pods: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     """(namespace, name) -> (node, phase)."""
+    pod_details: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """(namespace, name) -> {"uid": ..., "status": {...}} merged into whole Pods listed (the auditor's list)."""
     forbidden_resources: set[str] = field(default_factory=set)
     """Resources answered 403 for every verb: 'leases', 'pods', 'events'."""
     events: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -143,18 +145,17 @@ class FakeKube:
     def _nrt(self, method: str, name: str, who: str, body: dict[str, Any] | None) -> tuple[int, Any]:
         verb = VERBS[method]
         if verb in self.forbidden:
-            return 403, status(403, "Forbidden", f'{RESOURCE} "{name}" is forbidden: User "{who}" cannot {verb} '
-                                                 f'resource "noderesourcetopologies" in API group "{GROUP}" at the '
-                                                 "cluster scope", name, "noderesourcetopologies")
+            return 403, status(403, "Forbidden", f'{CRD_NAME} "{name}" is forbidden: User "{who}" cannot {verb} '
+                                                 f'resource "{PLURAL}" in API group "{GROUP}" at the cluster scope',
+                                                 name, PLURAL)
         stored = self.nrts.get(name)
-        missing = status(404, "NotFound", f'{RESOURCE} "{name}" not found', name, "noderesourcetopologies")
+        missing = status(404, "NotFound", f'{CRD_NAME} "{name}" not found', name, PLURAL)
         if method == "GET":
             return (200, copy.deepcopy(stored)) if stored else (404, missing)
         assert body is not None
         if method == "POST":
             if stored:
-                return 409, status(409, "AlreadyExists", f'{RESOURCE} "{name}" already exists', name,
-                                   "noderesourcetopologies")
+                return 409, status(409, "AlreadyExists", f'{CRD_NAME} "{name}" already exists', name, PLURAL)
             return self._store(name, body, verb, {"uid": str(uuid.uuid4()), "creationTimestamp": _now()})
         if stored is None:
             return 404, missing
@@ -163,9 +164,9 @@ class FakeKube:
             return 422, status(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified "
                                                "for an update")
         if given != stored["metadata"]["resourceVersion"]:
-            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {RESOURCE} "{name}": the object '
+            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {CRD_NAME} "{name}": the object '
                                                 "has been modified; please apply your changes to the latest version "
-                                                "and try again", name, "noderesourcetopologies")
+                                                "and try again", name, PLURAL)
         kept = {key: stored["metadata"][key] for key in ("uid", "creationTimestamp")}
         return self._store(name, body, verb, kept)
 
@@ -217,9 +218,10 @@ class FakeKube:
         for (namespace, name), (node, phase) in sorted(self.pods.items()):
             if wanted.get("spec.nodeName", node) == node and wanted.get("status.phase", phase) == phase:
                 metadata = {"namespace": namespace, "name": name}
+                details = self.pod_details.get((namespace, name), {})
                 items.append({"metadata": metadata} if "PartialObjectMetadataList" in accept else
-                             {"kind": "Pod", "metadata": metadata, "spec": {"nodeName": node},
-                              "status": {"phase": phase}})
+                             {"kind": "Pod", "metadata": {**metadata, "uid": details.get("uid", "")},
+                              "spec": {"nodeName": node}, "status": {"phase": phase, **details.get("status", {})}})
         kind = "PartialObjectMetadataList" if "PartialObjectMetadataList" in accept else "PodList"
         return 200, {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
                      "items": items}

@@ -26,9 +26,9 @@ T0 = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 
 
 @pytest.fixture
-def publisher(socket_dir, host, client, clock) -> NrtPublisher:
+def publisher(socket_dir, host, client, clock, cgroup_root) -> NrtPublisher:
     settings = Settings(nrt=True, node_name=NODE, pod_resources_socket=socket_dir / "pod-resources.sock",
-                        metrics_addr=None)
+                        cgroup_root=cgroup_root, metrics_addr=None)
     return NrtPublisher(settings, lambda: host, client, Metrics(), clock=clock, jitter=lambda: 0.5,
                         wall=lambda: T0 + datetime.timedelta(seconds=clock.now - 1000))
 

@@ -15,6 +15,7 @@ import pytest
 from numa_align.fingerprint import pod_fingerprint
 from numa_align.kubeapi import KubeClient
 from numa_align.kubeconfig import ClusterConfig
+from numa_align.nrt_api import API_VERSION, CRD_NAME, PLURAL
 from numa_align.publishing import NrtPublisher
 from numa_align.settings import Settings
 from numa_align.sysfs import HostTopology
@@ -26,9 +27,10 @@ PINNED = PodAlloc("numa", "pinned", [ContainerAlloc("app", cpus=[2, 3])])
 
 
 @pytest.fixture
-def publisher(socket_dir, host, client, clock) -> NrtPublisher:
+def publisher(socket_dir, host, client, clock, cgroup_root) -> NrtPublisher:
     settings = Settings(nrt=True, node_name=NODE, pod_resources_socket=socket_dir / "pod-resources.sock",
-                        topology_policy="single-numa-node", topology_scope="pod", metrics_addr=None)
+                        cgroup_root=cgroup_root, topology_policy="single-numa-node", topology_scope="pod",
+                        metrics_addr=None)
     return NrtPublisher(settings, lambda: host, client, clock=clock, jitter=lambda: 0.0)
 
 
@@ -46,7 +48,7 @@ def test_the_object_is_created_with_a_zone_per_numa_node_and_owned_by_the_node(p
     publisher.poll_once()
     assert (publisher.status, fake.writes) == ("published", [("create", NODE)])
     stored = fake.nrts[NODE]
-    assert (stored["apiVersion"], stored["kind"]) == ("topology.node.k8s.io/v1alpha2", "NodeResourceTopology")
+    assert (stored["apiVersion"], stored["kind"]) == (API_VERSION, "NodeResourceTopology")
     assert [z["name"] for z in stored["zones"]] == ["node-0", "node-1"]
     assert cpu(stored, "node-0") == ("4", "3", "3") and cpu(stored, "node-1") == ("4", "4", "4")
     assert stored["metadata"]["ownerReferences"] == [
@@ -82,7 +84,7 @@ def test_an_idle_hour_writes_nothing_and_reads_the_object_once_a_minute(publishe
         clock.advance(2)
         publisher.poll_once()
     assert fake.writes == [("create", NODE)]  # the 60-s rewrite made it 61
-    nrt_gets = [path for method, path, _who in fake.seen if method == "GET" and "noderesourcetopologies" in path]
+    nrt_gets = [path for method, path, _who in fake.seen if method == "GET" and PLURAL in path]
     assert len(nrt_gets) == 61  # the version read before the first write, then one a minute, from the cache:
     assert all(path.endswith("?resourceVersion=0") for path in nrt_gets[1:])
 
@@ -129,8 +131,7 @@ def test_crd_missing_is_logged_once_and_publishing_resumes_when_it_appears(publi
         publisher.poll_once()
         clock.advance(2)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "the NodeResourceTopology CRD (noderesourcetopologies.topology.node.k8s.io) " \
-                                  "is not installed" in warnings[0]
+    assert len(warnings) == 1 and f"the NodeResourceTopology CRD ({CRD_NAME}) is not installed" in warnings[0]
     assert publisher.status.startswith(f"NodeResourceTopology {NODE} not published") and not fake.nrts
     fake.crd_installed = True
     clock.advance(publisher.backoff.remaining())
@@ -193,8 +194,8 @@ def test_forbidden_names_the_right_missing_and_is_logged_once(publisher, pod_res
         clock.advance(2)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
-    assert "may not create noderesourcetopologies.topology.node.k8s.io" in warnings[0]
-    assert "grant 'create' on noderesourcetopologies.topology.node.k8s.io" in warnings[0]
+    assert f"may not create {CRD_NAME}" in warnings[0]
+    assert f"grant 'create' on {CRD_NAME}" in warnings[0]
     fake.forbidden = set()
     clock.advance(publisher.backoff.remaining())
     publisher.poll_once()

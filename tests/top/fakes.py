@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from numalab.top.nrt import ALLOCATIONS_ANNOTATION
+from numa_align.nrt_api import ALLOCATIONS_ANNOTATION, API_VERSION
 
 GI, MI = 2**30, 2**20
 
@@ -36,7 +36,7 @@ def nrt(node: str, zones: list[dict[str, Any]], allocations: dict[str, Any] | No
                                                                    "uid": f"uid-{node}"}]}
     if allocations is not None:
         metadata["annotations"] = {ALLOCATIONS_ANNOTATION: json.dumps(allocations)}
-    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology", "metadata": metadata,
+    return {"apiVersion": API_VERSION, "kind": "NodeResourceTopology", "metadata": metadata,
             "zones": zones,
             "attributes": [{"name": "topologyManagerPolicy", "value": policy},
                            {"name": "topologyManagerScope", "value": scope},

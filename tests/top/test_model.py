@@ -2,8 +2,10 @@
 
 import json
 
+from numa_align.nrt_api import ALLOCATIONS_ANNOTATION
+
 from numalab.top.model import NO_NRT, Square, build_views
-from numalab.top.nrt import ALLOCATIONS_ANNOTATION, Amount, parse_nrt
+from numalab.top.nrt import Amount, parse_nrt
 from tests.top.fakes import GI, MI, node, nrt, pod, two_cell_worker, zone
 
 
@@ -116,7 +118,7 @@ def test_unreadable_annotation_warns_and_shows_counts():
     obj["metadata"]["annotations"][ALLOCATIONS_ANNOTATION] = "{not json"
     view = view_of(obj)
     assert not view.allocations_published
-    assert view.warnings[0].startswith("annotation numa-align/allocations is not JSON")
+    assert view.warnings[0].startswith(f"annotation {ALLOCATIONS_ANNOTATION} is not JSON")
 
 
 def test_pod_spanning_two_cells_fills_each_cells_count_in_order():

@@ -47,7 +47,7 @@ def test_json_structure():
     assert [n["name"] for n in doc["nodes"]] == ["server", "worker-1", "worker-2", "worker-3"]
     server, worker1, worker2, worker3 = doc["nodes"]
     assert set(worker1) == {"name", "node_exists", "nrt", "topology_manager", "attributes",
-                            "allocations_published", "cells", "pods", "warnings", "stale"}
+                            "allocations_published", "cells", "pods", "warnings", "stale", "audit"}
     assert (server["nrt"], server["cells"], worker3["node_exists"]) == (False, [], False)
     assert worker1["topology_manager"] == {"policy": "single-numa-node", "scope": "pod"}
     cell0 = worker1["cells"][0]
