@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = [
     "numalab.k8s.command",
     "numalab.images.command",
     "numalab.top.command",
+    "numalab.explain.command",
 ]
 
 EXIT_BAD_INPUT = 2

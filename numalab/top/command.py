@@ -36,12 +36,25 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run, prog="numalab top")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags shared by `numalab top` and `kubectl numa`."""
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which cluster and node: the flags of every command that reads the cluster (top, explain)."""
     parser.add_argument("--kubeconfig", metavar="PATH",
                         help="kubeconfig (default $KUBECONFIG, else the lab's, in its state dir)")
     parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
     parser.add_argument("--node", metavar="NAME", help="only this node")
+
+
+def kubeconfig_of(args: argparse.Namespace) -> str:
+    """--kubeconfig, else $KUBECONFIG, else the lab's; TopError when none can be found."""
+    try:
+        return args.kubeconfig or default_kubeconfig()
+    except ValidationError as exc:  # a bad NUMALAB_* variable while looking for the lab's kubeconfig
+        raise TopError(f"cannot find the lab's kubeconfig: {exc}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags shared by `numalab top` and `kubectl numa`."""
+    add_cluster_arguments(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table", help="stdout format (default table)")
     parser.add_argument("--svg", type=Path, metavar="FILE", help="also write the picture as SVG")
     parser.add_argument("--html", type=Path, metavar="FILE", help="also write a page with the picture and a table")
@@ -53,11 +66,7 @@ def open_source(kubeconfig: str, context: str | None) -> Source:
 
 
 def collect(args: argparse.Namespace) -> list[NodeView]:
-    try:
-        kubeconfig = args.kubeconfig or default_kubeconfig()
-    except ValidationError as exc:  # a bad NUMALAB_* variable while looking for the lab's kubeconfig
-        raise TopError(f"cannot find the lab's kubeconfig: {exc}") from None
-    source = open_source(kubeconfig, args.context)
+    source = open_source(kubeconfig_of(args), args.context)
     nrts, nodes, pods = read_cluster(source, args.node)
     now = datetime.datetime.now(datetime.UTC)
     views = build_views(nrts, nodes, pods, only=args.node, leases=source.leases(), now=now)
@@ -87,7 +96,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
-    """The `kubectl-numa` console script: kubectl runs it for `kubectl numa ...` with the remaining args."""
+    """The `kubectl-numa` console script: kubectl runs it for `kubectl numa ...` with the remaining args;
+    `kubectl numa explain ...` is numalab explain."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["explain"]:
+        from numalab.explain.command import kubectl_main as explain_main
+        return explain_main(argv[1:])
     parser = argparse.ArgumentParser(prog="kubectl numa", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import urllib3
 from kubernetes.client.rest import ApiException
+from numa_align.nrt_api import CRD_NAME
 
 from numalab.cli import main
 from numalab.top import command
@@ -15,8 +16,7 @@ from numalab.top.source import ApiSource
 from tests.top.fakes import FakeSource, sample_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD_MESSAGE = ("the NodeResourceTopology CRD (noderesourcetopologies.topology.node.k8s.io) is not installed: "
-               "deploy with numa_align_nrt on")
+CRD_MESSAGE = f"the NodeResourceTopology CRD ({CRD_NAME}) is not installed: deploy with numa_align_nrt on"
 
 
 @pytest.fixture
