@@ -1,15 +1,15 @@
 """This node's NodeResourceTopology (NRT) object kept current in the API server, and the per-node gauges.
 
-One thread polls the kubelet's PodResources API every `poll` seconds (List and GetAllocatableResources),
-turns the answer into the NRT object (`nrt.build_nrt`) and the per-node gauges, and has `NrtWriter` write
-the object when its content changed (nrt_writer.py: no periodic rewrite; a quiet object is read once a
-minute and repaired if it was deleted or edited). After each poll that found the object current it renews
-the node's Lease (leases.py), which is how a stopped numa-align shows, and posts the Events of the kubelet
-guard's moves at this boot not posted yet (guard_events.py; the guard's record is looked at every poll, a
-stat, and its moves set a gauge too). Each poll also audits the pinned containers' real cpusets (auditing.py:
-gauges, and the object's `numa-align/audit` annotation, which makes it dirty when it changes). The poll runs
-when NRT publishing is on or metrics are served (without a client it only sets the gauges): one poll serves
-both, and the gauges should not need an API server.
+One thread polls the kubelet's PodResources API (List and GetAllocatableResources) every `poll` seconds, and at once
+when the kubelet rewrites its CPU or Memory Manager checkpoint (checkpoint_watch.py: an admission), turns the answer
+into the NRT object (`nrt.build_nrt`) and the per-node gauges, and has `NrtWriter` write the object when its content
+changed (nrt_writer.py: no periodic rewrite; a quiet object is read once a minute and repaired if it was deleted or
+edited). After each poll that found the object current it renews the node's Lease (leases.py), which is how a
+stopped numa-align shows, and posts the Events of the kubelet guard's moves at this boot not posted yet
+(guard_events.py; the guard's record is looked at every poll, a stat, and its moves set a gauge too). Each poll also
+audits the pinned containers' real cpusets (auditing.py: gauges, and the object's `numa-align/audit` annotation,
+which makes it dirty when it changes). The poll runs when NRT publishing is on or metrics are served (without a
+client it only sets the gauges): one poll serves both, and the gauges should not need an API server.
 
 The pod fingerprint covers the pods the kubelet lists that the API server says are Running: the set the
 scheduler's resync counts (node_pods.py).
@@ -34,6 +34,7 @@ from typing import Any
 from numa_align.allocations import allocations_annotation
 from numa_align.auditing import Auditor
 from numa_align.backoff import Backoff
+from numa_align.checkpoint_watch import CheckpointWatch, kubelet_dir
 from numa_align.fingerprint import METHOD_ALL, pod_fingerprint
 from numa_align.guard_events import GuardEvents
 from numa_align.guard_report import GuardRecord
@@ -109,7 +110,8 @@ class NrtPublisher:
         self._last_answer: tuple[Any, ...] | None = None
         self._derived: tuple[Any, Any] | None = None
         """(allocatable, exclusive) of the latest answer."""
-        self._wake = threading.Event()
+        self._wake = CheckpointWatch(kubelet_dir(settings.pod_resources_socket), clock=clock,
+                                     observe=None if metrics is None else metrics.nrt_update_latency.observe)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -124,25 +126,28 @@ class NrtPublisher:
     # -- the thread --------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._wake.open()  # before the first poll, so that an admission during it is not missed
         self._thread = threading.Thread(target=self._run, name="nrt-publisher", daemon=True)
         self._thread.start()
 
     def poke(self) -> None:
         """Poll now instead of at the next interval (the kubelet's state changed)."""
-        self._wake.set()
+        self._wake.wake()
 
     def stop(self, timeout: float = 2.0) -> None:
         """End the thread; a request under way is not waited for longer than `timeout` (the thread is a daemon)."""
         self._stopping.set()
-        self._wake.set()
+        self._wake.wake()
         if self._thread is not None:
             self._thread.join(timeout)
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._wake.clear()
+            writes = self._wake.polling(self.writes)
             self.poll_once()
+            self._wake.polled(self.writes > writes, waiting=self._dirty or bool(self.writer and self.writer.pending))
             self._wake.wait(self._next_wait())
+        self._wake.close()
 
     def _next_wait(self) -> float:
         """The poll interval, shorter when a change waits for `min_interval` to pass."""

@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+IN_CLOSE_WRITE = 0x00000008
 IN_MOVED_FROM = 0x00000040
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
@@ -49,10 +50,12 @@ class DirEvent:
 
 
 class DirectoryWatch:
-    """inotify watch on one directory; `wait(timeout)` returns the events so far, `wake()` interrupts it."""
+    """inotify watch on one directory; `wait(timeout)` returns the events so far, `wake()` interrupts it.
+    `also`: more inotify events to report as a name that appeared (IN_CLOSE_WRITE: a file written in place)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, also: int = 0) -> None:
         self.path = path
+        self._mask = _WATCHED | also
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self._add_watch = libc.inotify_add_watch
         self._add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
@@ -68,7 +71,7 @@ class DirectoryWatch:
 
     def rewatch(self) -> bool:
         """(Re)start watching the directory; False if it does not exist (yet)."""
-        wd = self._add_watch(self._fd, os.fsencode(self.path), _WATCHED)
+        wd = self._add_watch(self._fd, os.fsencode(self.path), self._mask)
         if wd < 0:
             err = ctypes.get_errno()
             if err == errno.ENOENT:
@@ -124,7 +127,7 @@ class DirectoryWatch:
                     if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
                         self._wd = None
                     events.append(DirEvent("", False))
-                elif mask & (IN_CREATE | IN_MOVED_TO):
+                elif mask & (IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE):
                     events.append(DirEvent(name, True))
                 elif mask & (IN_DELETE | IN_MOVED_FROM):
                     events.append(DirEvent(name, False))

@@ -59,10 +59,11 @@ from tests.cluster.faults import (
     pods_in_the_drains_way,
     stuck_pending_pod,
 )
+from tests.cluster.freshness import measure as freshness
 from tests.cluster.guests import guest_history, ssh
 from tests.cluster.per_node import check_daemonset_per_node
 from tests.cluster.power import reset_guest, shrink_cell
-from tests.cluster.steps import note_deploy, note_durations, note_outages, note_rows, step
+from tests.cluster.steps import NOTES, note_deploy, note_durations, note_outages, note_rows, step
 from tests.cluster.timed_run import run_timed
 from tests.lab.conftest import (
     BIN,
@@ -255,7 +256,9 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         with step("audit: a cpuset changed behind the kubelet's back"):
             assert sorted(rules_loaded(prometheus_url)) == [
                 "NumaAlignAuditUnknown", "NumaAlignContainerSplit", "NumaAlignCpusetDrift"]
-            print(cpuset_drift(state, prometheus_url, "worker-1", PROBE_IMAGE))
+            NOTES.append(cpuset_drift(state, prometheus_url, "worker-1", PROBE_IMAGE))
+        with step("freshness: pinned pods one at a time on each worker, watched"):
+            NOTES.append(freshness(state, list(WORKERS), PROBE_IMAGE))
         # Side by side: the default scheduler's pods rejected by the kubelets, the NUMA-aware one's never
         note_rows(table, "numa-scheduler")
         for row in ("default-scheduler", "numa-aware"):  # both sides: the baseline's rejections happened

@@ -1,0 +1,117 @@
+"""How fresh the topology data is, measured from outside with watches: for pinned pods made one at a time on
+each worker, the time from the kubelet's admission to the node's NodeResourceTopology object naming the pod
+(its `numa-align/allocations` annotation: the object's `available` changes in the same write).
+
+The kubelet's admission has no timestamp of its own in the API; its first status of the pod (startTime set,
+"acknowledged by the kubelet") is the earliest sign of it a watcher gets, a few ms after the admission (the
+status manager posts it at once). Both events are timed by this process's clock when they arrive, so the
+figure is what a user's watch sees. Also given: the time from the pod's creation (the kubelet's own
+admission included). A figure, never an assertion (README: performance is measured, not asserted).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes import client, watch
+from numa_align import nrt_api
+
+from tests.cluster.faults import NAMESPACE, _guaranteed_pod, api, wait
+
+LABEL = "numa-lab/freshness"
+FIELD_DEFAULT_SECONDS = 60  # what the field's topology exporters refresh at by default
+
+
+@dataclass
+class Seen:
+    """Arrival times (time.monotonic) per pod name: created, first kubelet status, first named by the object."""
+
+    created: dict[str, float] = field(default_factory=dict)
+    acknowledged: dict[str, float] = field(default_factory=dict)
+    published: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def note(self, where: dict[str, float], name: str) -> None:
+        with self.lock:
+            where.setdefault(name, time.monotonic())
+
+
+def _watch_pods(core: client.CoreV1Api, seen: Seen, stop: threading.Event) -> None:
+    w = watch.Watch()
+    for event in w.stream(core.list_namespaced_pod, NAMESPACE, label_selector=LABEL, timeout_seconds=600):
+        pod = event["object"]
+        if pod.status is not None and pod.status.start_time is not None:
+            seen.note(seen.acknowledged, pod.metadata.name)
+        if stop.is_set():
+            w.stop()
+
+
+def _watch_objects(custom: client.CustomObjectsApi, seen: Seen, stop: threading.Event) -> None:
+    w = watch.Watch()
+    for event in w.stream(custom.list_cluster_custom_object, nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL,
+                          timeout_seconds=600):
+        annotations = event["object"].get("metadata", {}).get("annotations") or {}
+        for key in json.loads(annotations.get(nrt_api.ALLOCATIONS_ANNOTATION, "{}")):
+            namespace, _, name = key.partition("/")
+            if namespace == NAMESPACE and name.startswith("fresh-"):
+                seen.note(seen.published, name)
+        if stop.is_set():
+            w.stop()
+
+
+def percentiles(values: list[float]) -> tuple[float, float, float]:
+    """p50, p95 (nearest rank), max."""
+    ordered = sorted(values)
+    p95 = ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
+    return statistics.median(ordered), p95, ordered[-1]
+
+
+def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -> str:
+    """Pinned pods made one at a time per worker (the workers side by side), each deleted once the object
+    named it; returns the summary line. Asserts that every pod was seen admitted and published."""
+    core, custom = client.CoreV1Api(api(state)), client.CustomObjectsApi(api(state))
+    seen, stop = Seen(), threading.Event()
+    watchers = [threading.Thread(target=target, args=(source, seen, stop), daemon=True)
+                for target, source in ((_watch_pods, core), (_watch_objects, custom))]
+    for thread in watchers:
+        thread.start()
+    time.sleep(1)  # both watches open before the first pod
+
+    def one_pod(worker: str, name: str) -> None:
+        manifest = _guaranteed_pod(name, worker, image)
+        manifest["metadata"]["labels"] = {LABEL: "1"}
+        seen.note(seen.created, name)
+        core.create_namespaced_pod(NAMESPACE, manifest)
+        try:
+            wait(f"{name} named by {worker}'s object", lambda: name in seen.published, 60, 0.2)
+        finally:
+            core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+        wait(f"{name} gone", lambda: not core.list_namespaced_pod(
+            NAMESPACE, field_selector=f"metadata.name={name}").items, 60, 0.5)
+
+    def one_worker(worker: str) -> None:
+        for index in range(per_worker):
+            one_pod(worker, f"fresh-{worker}-{index}")
+
+    runners = [threading.Thread(target=one_worker, args=(worker,)) for worker in workers]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join()
+    stop.set()
+    names = sorted(seen.created)
+    assert len(names) == per_worker * len(workers)
+    missing = [n for n in names if n not in seen.acknowledged or n not in seen.published]
+    assert not missing, f"never seen acknowledged or published: {missing}"
+    admitted = [max(0.0, seen.published[n] - seen.acknowledged[n]) for n in names]
+    created = [seen.published[n] - seen.created[n] for n in names]
+    a50, a95, amax = percentiles(admitted)
+    c50, c95, cmax = percentiles(created)
+    return (f"freshness over {len(names)} pinned pods: kubelet's first status -> object names the pod p50 "
+            f"{a50:.2f} s, p95 {a95:.2f} s, max {amax:.2f} s; from creation p50 {c50:.2f} s, p95 {c95:.2f} s, "
+            f"max {cmax:.2f} s (the field's exporters: every {FIELD_DEFAULT_SECONDS} s)")
