@@ -67,13 +67,19 @@ def check_judgeable(pod: PodRequest, state: NodeState) -> None:
     if any(guaranteed_cpus(pod, c) for c in pod.containers):
         if settings.cpu_policy is None:
             raise CannotJudge("the pod asks for exclusive CPUs and the kubelet's CPU Manager policy is unknown")
-        if settings.cpu_policy == "static" and settings.cpu_option("full-pcpus-only"):
-            raise CannotJudge("full-pcpus-only is on: whether whole cores are free (SMT siblings per cell) is not "
-                              "in the NodeResourceTopology object")
+        if full_pcpus_only(state) and (not state.cpus_per_core or any(
+                c.physical_cpus is None for c in state.cells if c.capacity.get(CPU, 0) > 0)):
+            raise CannotJudge("full-pcpus-only is on and the NodeResourceTopology object lacks cpusPerCore or a "
+                              "cell's availablePhysicalCpus (numa-align publishes them since issue 27)")
         if settings.cpu_policy == "static" and settings.cpu_option("align-by-socket"):
             raise CannotJudge("align-by-socket is on: the cells' sockets are not in the NodeResourceTopology object")
     if any(container_memory(pod, c) for c in pod.containers) and settings.memory_policy not in ("None", "Static"):
         raise CannotJudge(f"the kubelet's Memory Manager policy is {settings.memory_policy or 'unknown'}")
+
+
+def full_pcpus_only(state: NodeState) -> bool:
+    settings = state.settings
+    return settings.cpu_policy == "static" and bool(settings.cpu_option("full-pcpus-only"))
 
 
 class Admission:
@@ -120,7 +126,19 @@ class Admission:
             self.note_cells(name, self.work.take(name, count, hint.cells, container.kind))
         cpus = guaranteed_cpus(self.pod, container)
         if cpus and self.state.settings.cpu_policy == "static":
+            per_core = self.state.cpus_per_core or 1
+            whole = full_pcpus_only(self.state)
+            if whole:
+                self.work.check_whole_cores(cpus, per_core)
+            before = {cell: free.get(CPU, 0) for cell, free in self.work.available.items()}
             self.note_cells(CPU, self.work.take(CPU, cpus, hint.cells, container.kind))
+            freed = {cell: count - self.work.available[cell].get(CPU, 0) for cell, count in before.items()}
+            split = self.work.take_cores({cell: n for cell, n in freed.items() if n}, per_core)
+            if whole and split:
+                self.outcome.notes.append(
+                    f"{container.name}: cell(s) {','.join(map(str, split))} lack free whole cores: the kubelet "
+                    "(v1.36.3) counts free CPUs, not cores, for hints and admission and gives threads of partly "
+                    "held cores (full-pcpus-only checks only the count)")
         memory = container_memory(self.pod, container)
         if memory and self.state.settings.memory_policy == "Static":
             mask = self.memory_mask(memory, hint)
@@ -180,7 +198,8 @@ class Admission:
                     self.allocate(container, hint)
         except AllocationError as exc:
             self.outcome.verdict = "rejected"
-            self.outcome.reason = f"{UNEXPECTED}: Allocate failed due to {exc}, which is unexpected"
+            self.outcome.reason = (f"{exc.kind}: {exc}" if exc.kind else
+                                   f"{UNEXPECTED}: Allocate failed due to {exc}, which is unexpected")
             return self.outcome
         self.node_fit()
         return self.outcome

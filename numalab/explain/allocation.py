@@ -15,7 +15,12 @@ from numalab.explain.node_state import Cell, NodeState
 
 
 class AllocationError(Exception):
-    """A manager's Allocate failed: the kubelet wraps it as UnexpectedAdmissionError."""
+    """A manager's Allocate failed: the kubelet wraps it as UnexpectedAdmissionError unless the error names its own
+    reason (admission.Error's Type(): `kind`, as SMTAlignmentError)."""
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -26,10 +31,39 @@ class Working:
     groups: dict[int, frozenset[int]]
     reusable: dict[str, dict[int, int]] = field(default_factory=dict)
     reusable_memory: dict[Mask, dict[str, int]] = field(default_factory=dict)
+    physical: dict[int, int] = field(default_factory=dict)
+    """Free CPUs outside reserved CPUs' cores per cell (Cell.physical_cpus), for full-pcpus-only."""
+    free_cores: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, state: NodeState) -> Working:
-        return cls({c.id: dict(c.available) for c in state.cells}, dict(state.memory_groups or {}))
+        return cls({c.id: dict(c.available) for c in state.cells}, dict(state.memory_groups or {}),
+                   physical={c.id: c.physical_cpus or 0 for c in state.cells},
+                   free_cores={c.id: c.free_cores or 0 for c in state.cells})
+
+    def check_whole_cores(self, count: int, per_core: int) -> None:
+        """cpumanager enforceSMTAlignment (full-pcpus-only): a multiple of the CPUs per core, and no more than the
+        node's free CPUs outside reserved CPUs' cores (GetAvailablePhysicalCPUs, every cell)."""
+        if count % per_core:
+            raise AllocationError(f"SMT Alignment Error: requested {count} cpus not multiple cpus per core = "
+                                  f"{per_core}", "SMTAlignmentError")
+        physical = sum(self.physical.values())
+        if count > physical:
+            raise AllocationError(f"SMT Alignment Error: not enough free physical CPUs: available physical CPUs = "
+                                  f"{physical}, requested CPUs = {count}, CPUs per core = {per_core}",
+                                  "SMTAlignmentError")
+
+    def take_cores(self, freed: dict[int, int], per_core: int) -> list[int]:
+        """Account CPUs taken from the free pool ({cell: count}) in whole cores first, as takeByTopologyNUMAPacked
+        takes them (takeFullCores before takeRemainingCPUs); the cells where threads of partly held cores were taken."""
+        split = []
+        for cell, count in freed.items():
+            whole = min(self.free_cores.get(cell, 0), count // per_core)
+            self.free_cores[cell] = self.free_cores.get(cell, 0) - whole
+            self.physical[cell] = max(0, self.physical.get(cell, 0) - count)
+            if count > whole * per_core:
+                split.append(cell)
+        return split
 
     def cells(self, state: NodeState) -> list[Cell]:
         """The node's cells with what is still available."""

@@ -1,16 +1,28 @@
 """One node as explain sees it: its NUMA cells (from the NodeResourceTopology object), its kubelet's manager
 settings, its Node's allocatable and what the pods bound to it already request.
 
-Pure: API-shaped dicts in. The object is parsed by numalab.top.nrt (one parser); the kubelet's settings that
-the object does not carry (CPU and Memory Manager policies, policy options) come from the kubelet's /configz
-when it could be read, and are None (unknown) when not, so a verdict that needs them says so.
+Pure: API-shaped dicts in. The object is parsed by numalab.top.nrt (one parser; zone attributes, which it does not
+keep, are read here). The kubelet's CPU and Memory Manager policies and policy options come from the object's
+attributes when numa-align publishes them (numa_align.nrt_cores names them), else from the kubelet's /configz when it
+could be read, and are None (unknown) when neither says, so a verdict that needs them says so.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from numa_align.nrt_cores import (
+    ATTRIBUTE_CPU_OPTIONS,
+    ATTRIBUTE_CPU_POLICY,
+    ATTRIBUTE_CPUS_PER_CORE,
+    ATTRIBUTE_MEMORY_POLICY,
+    ATTRIBUTE_TOPOLOGY_OPTIONS,
+    ZONE_AVAILABLE_PHYSICAL_CPUS,
+    ZONE_FREE_CORES,
+)
 
 from numalab.explain.requests import CPU, SpecError, pod_request, scheduling_requests
 from numalab.top.nrt import ParsedNrt
@@ -21,13 +33,16 @@ _TRUE = ("1", "t", "T", "TRUE", "true", "True")  # strconv.ParseBool's true valu
 
 @dataclass(frozen=True)
 class Cell:
-    """One NUMA cell; quantities in whole CPUs, bytes or devices. costs: distance to each cell id."""
+    """One NUMA cell; quantities in whole CPUs, bytes or devices. costs: distance to each cell id. physical_cpus:
+    free CPUs outside the cores of reserved CPUs, free_cores: cores with every CPU free (None: not published)."""
 
     id: int
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
     available: Mapping[str, int]
     costs: Mapping[int, int] = field(default_factory=dict)
+    physical_cpus: int | None = None
+    free_cores: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,8 @@ class NodeState:
     used: Mapping[str, int]
     memory_groups: Mapping[int, frozenset[int]] | None
     notes: tuple[str, ...] = ()
+    cpus_per_core: int | None = None
+    """The kubelet's CPUsPerCore from the object's cpusPerCore; None when not published."""
 
     def cell_ids(self, resource: str | None = None) -> frozenset[int]:
         """Every cell, or those whose object lists `resource` with something allocatable."""
@@ -68,41 +85,82 @@ class NodeState:
         return {c.id: dict(c.costs) for c in self.cells}
 
 
-def cells_from(parsed: ParsedNrt) -> tuple[Cell, ...]:
-    """Zones named node-N, with their costs mapped to cell ids (a cost naming another zone is dropped)."""
+def zone_attributes(obj: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Each zone's attributes by zone name, as published."""
+    return {str(zone.get("name")): {str(a.get("name")): str(a.get("value")) for a in zone.get("attributes") or []
+                                    if isinstance(a, Mapping) and a.get("name")}
+            for zone in obj.get("zones") or [] if isinstance(zone, Mapping)}
+
+
+def _whole(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def cells_from(parsed: ParsedNrt, attributes: Mapping[str, Mapping[str, str]] | None = None) -> tuple[Cell, ...]:
+    """Zones named node-N, with their costs mapped to cell ids (a cost naming another zone is dropped) and their
+    whole-core attributes (`attributes`: zone_attributes of the object)."""
     cells = []
     for zone in parsed.zones:
         if zone.numa_id is None:
             continue
         costs = {int(name.removeprefix("node-")): value for name, value in zone.costs.items()
                  if name.removeprefix("node-").isdigit()}
+        published = (attributes or {}).get(zone.name, {})
         cells.append(Cell(zone.numa_id, {n: a.capacity for n, a in zone.resources.items()},
                           {n: a.allocatable for n, a in zone.resources.items()},
-                          {n: a.available for n, a in zone.resources.items()}, costs))
+                          {n: a.available for n, a in zone.resources.items()}, costs,
+                          _whole(published.get(ZONE_AVAILABLE_PHYSICAL_CPUS)), _whole(published.get(ZONE_FREE_CORES))))
     return tuple(sorted(cells, key=lambda c: c.id))
 
 
+def published_settings(attributes: Mapping[str, str], notes: list[str]) -> dict[str, Any]:
+    """The CPU and Memory Manager settings the object carries, as KubeletSettings fields; an option map that is
+    not a JSON object of strings is noted and left out."""
+    found: dict[str, Any] = {}
+    for field_name, attribute in (("cpu_policy", ATTRIBUTE_CPU_POLICY), ("memory_policy", ATTRIBUTE_MEMORY_POLICY)):
+        if attributes.get(attribute):
+            found[field_name] = attributes[attribute]
+    for field_name, attribute in (("cpu_options", ATTRIBUTE_CPU_OPTIONS),
+                                  ("topology_options", ATTRIBUTE_TOPOLOGY_OPTIONS)):
+        if attribute not in attributes:
+            continue
+        try:
+            options = json.loads(attributes[attribute])
+        except ValueError:
+            options = None
+        if isinstance(options, dict) and all(isinstance(v, str) for v in options.values()):
+            found[field_name] = options
+        else:
+            notes.append(f"the NodeResourceTopology's {attribute} is not a JSON object of strings: not used")
+    return found
+
+
 def settings_from(parsed: ParsedNrt, kubelet_config: Mapping[str, Any] | None) -> tuple[KubeletSettings, list[str]]:
-    """The NRT's policy and scope, overlaid by the kubelet's own /configz (the truth) when it was read."""
+    """The NRT's policy and scope, overlaid by the kubelet's own /configz (the truth) when it was read; the CPU and
+    Memory Manager settings from the object's attributes, else from /configz."""
     notes: list[str] = []
     policy = parsed.attributes.get("topologyManagerPolicy", "")
     scope = parsed.attributes.get("topologyManagerScope", "")
+    from_object = published_settings(parsed.attributes, notes)
     if kubelet_config is None:
-        notes.append("the kubelet's /configz could not be read: its CPU and Memory Manager policies and policy "
-                     "options are unknown")
-        return KubeletSettings(policy, scope), notes
+        if len(from_object) < 4:
+            notes.append("the kubelet's /configz could not be read and the NodeResourceTopology does not carry all "
+                         "of its CPU and Memory Manager policies and policy options: the others are unknown")
+        return KubeletSettings(policy, scope, **from_object), notes
     seen_policy = str(kubelet_config.get("topologyManagerPolicy") or "none")
     seen_scope = str(kubelet_config.get("topologyManagerScope") or "container")
     for what, published, seen in (("policy", policy, seen_policy), ("scope", scope, seen_scope)):
         if published and published != seen:
             notes.append(f"the NodeResourceTopology says topology manager {what} {published!r}, the kubelet's "
                          f"/configz {seen!r}: the kubelet's is used (the NUMA-aware scheduler reads the object's)")
-    return KubeletSettings(
-        seen_policy, seen_scope, str(kubelet_config.get("cpuManagerPolicy") or "none"),
-        {str(k): str(v) for k, v in (kubelet_config.get("cpuManagerPolicyOptions") or {}).items()},
-        str(kubelet_config.get("memoryManagerPolicy") or "None"),
-        {str(k): str(v) for k, v in (kubelet_config.get("topologyManagerPolicyOptions") or {}).items()},
-    ), notes
+    configured: dict[str, Any] = {
+        "cpu_policy": str(kubelet_config.get("cpuManagerPolicy") or "none"),
+        "cpu_options": {str(k): str(v) for k, v in (kubelet_config.get("cpuManagerPolicyOptions") or {}).items()},
+        "memory_policy": str(kubelet_config.get("memoryManagerPolicy") or "None"),
+        "topology_options": {str(k): str(v)
+                             for k, v in (kubelet_config.get("topologyManagerPolicyOptions") or {}).items()},
+    }
+    return KubeletSettings(seen_policy, seen_scope, **{**configured, **from_object}), notes
 
 
 def node_allocatable(node: Mapping[str, Any] | None) -> dict[str, int]:
@@ -156,10 +214,14 @@ def memory_groups(parsed: ParsedNrt) -> tuple[dict[int, frozenset[int]] | None, 
 
 
 def node_state(parsed: ParsedNrt, node: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]],
-               kubelet_config: Mapping[str, Any] | None) -> NodeState:
+               kubelet_config: Mapping[str, Any] | None,
+               zones: Mapping[str, Mapping[str, str]] | None = None) -> NodeState:
+    """zones: zone_attributes of the object (None: the whole-core attributes are unknown)."""
     settings, notes = settings_from(parsed, kubelet_config)
     used, used_notes = used_by(pods, parsed.node)
     groups, group_notes = memory_groups(parsed)
-    return NodeState(parsed.node, cells_from(parsed), settings, parsed.attributes.get("topologyManagerPolicy", ""),
-                     parsed.attributes.get("topologyManagerScope", ""), node_allocatable(node), used, groups,
-                     tuple(notes + used_notes + group_notes + list(parsed.warnings)))
+    attributes = parsed.attributes
+    return NodeState(parsed.node, cells_from(parsed, zones), settings, attributes.get("topologyManagerPolicy", ""),
+                     attributes.get("topologyManagerScope", ""), node_allocatable(node), used, groups,
+                     tuple(notes + used_notes + group_notes + list(parsed.warnings)),
+                     _whole(attributes.get(ATTRIBUTE_CPUS_PER_CORE)))

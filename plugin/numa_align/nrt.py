@@ -21,6 +21,7 @@ from numa_align.fingerprint import ATTRIBUTE, ATTRIBUTE_METHOD, METHOD_ALL, METH
 from numa_align.hugepages import RESOURCE_PREFIX as HUGEPAGES_PREFIX
 from numa_align.hugepages import resource_name
 from numa_align.nrt_api import API_VERSION
+from numa_align.nrt_cores import ATTRIBUTE_CPUS_PER_CORE, core_attributes, cpus_per_core
 from numa_align.sysfs import HostTopology, NodeInfo
 
 KIND = "NodeResourceTopology"
@@ -63,12 +64,18 @@ class NumaQuantities:
 
 @dataclass(frozen=True)
 class Allocatable(NumaQuantities):
-    """What the kubelet may hand out per NUMA node (GetAllocatableResources, reserved CPUs and memory left out)."""
+    """What the kubelet may hand out per NUMA node (GetAllocatableResources, reserved CPUs and memory left out);
+    cpus: their ids, None when not known (whole cores are then not published)."""
+
+    cpus: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
 class ExclusiveUse(NumaQuantities):
-    """What running containers hold exclusively per NUMA node: pinned CPUs, NUMA-placed memory, devices."""
+    """What running containers hold exclusively per NUMA node: pinned CPUs, NUMA-placed memory, devices; cpus:
+    the pinned CPUs' ids, None when not known."""
+
+    cpus: frozenset[int] | None = None
 
 
 def zone_name(node: int) -> str:
@@ -177,7 +184,7 @@ def allocatable_from_podresources(answer: pb.AllocatableResourcesResponse | None
                 tally.add(node.id, name, quantity)
     if answer is not None:
         tally.add_devices(answer.devices, "allocatable devices")
-    return Allocatable(tally.result())
+    return Allocatable(tally.result(), frozenset(tally.cpus))
 
 
 def exclusive_from_podresources(listed: pb.ListPodResourcesResponse, topology: HostTopology) -> ExclusiveUse:
@@ -190,7 +197,7 @@ def exclusive_from_podresources(listed: pb.ListPodResourcesResponse, topology: H
             tally.add_cpus(container.cpu_ids, where)
             tally.add_memory(container.memory, where)
             tally.add_devices(container.devices, where)
-    return ExclusiveUse(tally.result())
+    return ExclusiveUse(tally.result(), frozenset(tally.cpus))
 
 
 def pinned_pods(listed: pb.ListPodResourcesResponse, topology: HostTopology) -> dict[int, int]:
@@ -238,6 +245,11 @@ def build_nrt(node_name: str, node_uid: str, topology: HostTopology, allocatable
             raise ValueError(f"{what} names NUMA node(s) {format_cpulist(stray)}, not online on this host "
                              f"(online: {format_cpulist(online)})")
     attributes = [{"name": ATTRIBUTE_POLICY, "value": policy}, {"name": ATTRIBUTE_SCOPE, "value": scope}]
+    per_core = cpus_per_core(topology)
+    if per_core:
+        attributes.append({"name": ATTRIBUTE_CPUS_PER_CORE, "value": str(per_core)})
+    no_cpus_held = not any(exclusive.get(node, CPU) for node in exclusive.by_node)
+    cores = core_attributes(topology, allocatable.cpus, frozenset() if no_cpus_held else exclusive.cpus)
     if pods_fingerprint is not None:
         attributes += [{"name": ATTRIBUTE, "value": pods_fingerprint},
                        {"name": ATTRIBUTE_METHOD, "value": fingerprint_method}]
@@ -249,12 +261,13 @@ def build_nrt(node_name: str, node_uid: str, topology: HostTopology, allocatable
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}],
             **({"annotations": dict(annotations)} if annotations else {}),
         },
-        "zones": [_zone(node, topology, allocatable, exclusive) for node in topology.nodes],
+        "zones": [_zone(node, topology, allocatable, exclusive, cores.get(node.id)) for node in topology.nodes],
         "attributes": attributes,
     }
 
 
-def _zone(node: NodeInfo, topology: HostTopology, allocatable: Allocatable, exclusive: ExclusiveUse) -> dict[str, Any]:
+def _zone(node: NodeInfo, topology: HostTopology, allocatable: Allocatable, exclusive: ExclusiveUse,
+          attributes: list | None) -> dict[str, Any]:
     capacity = node_capacity(node)
     names = set(capacity) | set(allocatable.by_node.get(node.id, {}))
     resources = []
@@ -273,6 +286,8 @@ def _zone(node: NodeInfo, topology: HostTopology, allocatable: Allocatable, excl
                              f"{len(topology.nodes)} online nodes")
         zone["costs"] = [{"name": zone_name(other.id), "value": distance}
                          for other, distance in zip(topology.nodes, node.distances, strict=True)]
+    if attributes:
+        zone["attributes"] = attributes
     zone["resources"] = resources
     return zone
 

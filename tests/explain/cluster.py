@@ -15,23 +15,30 @@ def res(name: str, capacity: int, allocatable: int, available: int) -> dict[str,
 
 
 def cell(numa: int, cpus: tuple[int, int, int], memory: tuple[int, int, int] = (8 * GI, 8 * GI, 8 * GI),
-         costs: list[int] | None = None, extra: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    """One zone: cpus and memory as (capacity, allocatable, available); costs: distances to cells 0..n-1."""
-    zone: dict[str, Any] = {"name": f"node-{numa}", "type": "Node",
-                            "resources": [res("cpu", *cpus), res("memory", *memory), *(extra or [])]}
+         costs: list[int] | None = None, extra: list[dict[str, str]] | None = None,
+         cores: tuple[int, int] | None = None) -> dict[str, Any]:
+    """One zone: cpus and memory as (capacity, allocatable, available); costs: distances to cells 0..n-1; cores:
+    numa-align's (availablePhysicalCpus, freeCores) zone attributes."""
+    zone: dict[str, Any] = {"name": f"node-{numa}", "type": "Node"}
     if costs is not None:
         zone["costs"] = [{"name": f"node-{i}", "value": d} for i, d in enumerate(costs)]
+    if cores is not None:
+        zone["attributes"] = [{"name": "availablePhysicalCpus", "value": str(cores[0])},
+                              {"name": "freeCores", "value": str(cores[1])}]
+    zone["resources"] = [res("cpu", *cpus), res("memory", *memory), *(extra or [])]
     return zone
 
 
 def nrt(node: str, zones: list[dict[str, Any]], policy: str = "single-numa-node", scope: str = "container",
-        allocations: dict[str, Any] | None = None) -> dict[str, Any]:
+        allocations: dict[str, Any] | None = None, **attributes: str) -> dict[str, Any]:
+    """attributes: further object attributes (cpusPerCore, cpuManagerPolicy, ...) by name."""
     meta: dict[str, Any] = {"name": node,
                             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": "u"}],
                             "annotations": {"numa-align/allocations": json.dumps(allocations or {})}}
     return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology", "metadata": meta,
             "zones": zones, "attributes": [{"name": "topologyManagerPolicy", "value": policy},
-                                           {"name": "topologyManagerScope", "value": scope}]}
+                                           {"name": "topologyManagerScope", "value": scope},
+                                           *({"name": k, "value": v} for k, v in attributes.items())]}
 
 
 def node(name: str, cpu: str = "16", memory: str = "32Gi", **extra: str) -> dict[str, Any]:

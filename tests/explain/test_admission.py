@@ -146,15 +146,6 @@ def test_unknown_resource_is_named_not_judged():
     assert "example.com/gpu" in verdict.reason
 
 
-def test_full_pcpus_only_cannot_be_judged_from_the_object():
-    """cpumanager enforceSMTAlignment needs free whole cores per cell, which the object does not carry."""
-    obj = nrt("w", two_cells())
-    config = configz(cpu_options={"full-pcpus-only": "true"})
-    (verdict,) = explain(pod(container("a")), [obj], [node("w")], [], kubelet_configs={"w": config})
-    assert verdict.verdict == "cannot-judge"
-    assert "full-pcpus-only" in verdict.reason
-
-
 def test_node_without_its_kubelet_config_cannot_judge_exclusive_cpus():
     """The CPU Manager policy decides whether GetTopologyHints gives hints at all; unknown, it is not guessed."""
     (verdict,) = explain(pod(container("a")), [nrt("w", two_cells())], [node("w")], [])

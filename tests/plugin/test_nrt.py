@@ -121,15 +121,16 @@ def test_object_metadata_and_attributes(smt_host, kubelet_allocatable, kubelet_l
     assert nrt["attributes"] == [
         {"name": "topologyManagerPolicy", "value": "single-numa-node"},
         {"name": "topologyManagerScope", "value": "container"},
+        {"name": "cpusPerCore", "value": "2"},
         {"name": "nodeTopologyPodsFingerprint", "value": fingerprint},
         {"name": "nodeTopologyPodsFingerprintMethod", "value": "with-exclusive-resources"},
     ]
     assert "topologyPolicies" not in nrt  # deprecated; the scheduler prefers the attributes
 
 
-def test_without_a_fingerprint_only_the_topology_manager_attributes(smt_host):
+def test_without_a_fingerprint_only_the_topology_manager_attributes_and_cpus_per_core(smt_host):
     nrt = build_nrt("w", UID, smt_host, Allocatable(), ExclusiveUse(), "restricted", "pod", None)
-    assert [a["name"] for a in nrt["attributes"]] == ["topologyManagerPolicy", "topologyManagerScope"]
+    assert [a["name"] for a in nrt["attributes"]] == ["topologyManagerPolicy", "topologyManagerScope", "cpusPerCore"]
 
 
 def test_memory_only_node_gets_memory_and_hugepages_but_no_cpu(make_sysfs):

@@ -54,7 +54,7 @@ def test_the_object_is_created_with_a_zone_per_numa_node_and_owned_by_the_node(p
     assert stored["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": fake.nodes[NODE]}]
     assert attributes(stored) == {
-        "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod",
+        "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod", "cpusPerCore": "1",
         "nodeTopologyPodsFingerprint": pod_fingerprint([("default", "idle")]),
         "nodeTopologyPodsFingerprintMethod": "all"}
     assert publisher.last_published is not None and publisher.last_published["zones"] == stored["zones"]
