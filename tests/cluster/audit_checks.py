@@ -86,7 +86,7 @@ def cpuset_drift(state: Path, prometheus_url: str, node: str, image: str) -> str
             state, node, f"cat /sys/devices/system/node/node{cell}/cpulist 2>/dev/null || true").stdout.strip() or "")))
         print(f"explain {name} on {node}: cpu on cells {predicted['cells'].get('cpu')} predicted, {real} given")
         allowed = parse_cpulist(ssh(state, node, "cat /sys/fs/cgroup/kubepods.slice/cpuset.cpus.effective").stdout)
-        other = sorted(set(allowed) - set(given))[:len(given)]
+        other = frozenset(sorted(allowed - given)[:len(given)])
         assert len(other) == len(given), f"{node} has no CPUs besides {given} to move {name} to"
         wait(f"{drift} = 0 before the change (the baseline)", lambda: instant_query(prometheus_url, drift) == 0, 60)
 

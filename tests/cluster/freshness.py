@@ -64,6 +64,14 @@ def _watch_objects(custom: client.CustomObjectsApi, seen: Seen, stop: threading.
             w.stop()
 
 
+def cpus_per_core(custom: client.CustomObjectsApi, node: str) -> int:
+    """The node's CPUs per core, as numa-align publishes it (`cpusPerCore`): the smallest pinned pod it admits."""
+    nrt = custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, node)
+    attributes = {a["name"]: a["value"] for a in nrt.get("attributes") or []}
+    assert "cpusPerCore" in attributes, f"{node}'s object has no cpusPerCore: {sorted(attributes)}"
+    return int(attributes["cpusPerCore"])
+
+
 def percentiles(values: list[float]) -> tuple[float, float, float]:
     """p50, p95 (nearest rank), max."""
     ordered = sorted(values)
@@ -76,6 +84,7 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
     named it; returns the summary line. Asserts that every pod was seen admitted and published."""
     core, custom = client.CoreV1Api(api(state)), client.CustomObjectsApi(api(state))
     seen, stop = Seen(), threading.Event()
+    cores = {worker: cpus_per_core(custom, worker) for worker in workers}
     watchers = [threading.Thread(target=target, args=(source, seen, stop), daemon=True)
                 for target, source in ((_watch_pods, core), (_watch_objects, custom))]
     for thread in watchers:
@@ -85,6 +94,8 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
     def one_pod(worker: str, name: str) -> None:
         manifest = _guaranteed_pod(name, worker, image)
         manifest["metadata"]["labels"] = {LABEL: "1"}
+        whole = {"cpu": str(cores[worker]), "memory": "32Mi"}  # full-pcpus-only (worker-3) admits whole cores only
+        manifest["spec"]["containers"][0]["resources"] = {"requests": whole, "limits": whole}
         seen.note(seen.created, name)
         core.create_namespaced_pod(NAMESPACE, manifest)
         try:
