@@ -1,8 +1,8 @@
 """One node as explain sees it: its NUMA cells (from the NodeResourceTopology object), its kubelet's manager
 settings, its Node's allocatable and what the pods bound to it already request.
 
-Pure: API-shaped dicts in. The object is parsed by numalab.top.nrt (one parser; zone attributes, which it does not
-keep, are read here). The kubelet's CPU and Memory Manager policies and policy options come from the object's
+Pure: API-shaped dicts in. The object is parsed by numalab.top.nrt (one parser, zone attributes included).
+The kubelet's CPU and Memory Manager policies and policy options come from the object's
 attributes when numa-align publishes them (numa_align.nrt_cores names them), else from the kubelet's /configz when it
 could be read, and are None (unknown) when neither says, so a verdict that needs them says so.
 """
@@ -85,27 +85,20 @@ class NodeState:
         return {c.id: dict(c.costs) for c in self.cells}
 
 
-def zone_attributes(obj: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    """Each zone's attributes by zone name, as published."""
-    return {str(zone.get("name")): {str(a.get("name")): str(a.get("value")) for a in zone.get("attributes") or []
-                                    if isinstance(a, Mapping) and a.get("name")}
-            for zone in obj.get("zones") or [] if isinstance(zone, Mapping)}
-
-
 def _whole(text: str | None) -> int | None:
     return int(text) if text is not None and text.isdigit() else None
 
 
-def cells_from(parsed: ParsedNrt, attributes: Mapping[str, Mapping[str, str]] | None = None) -> tuple[Cell, ...]:
+def cells_from(parsed: ParsedNrt) -> tuple[Cell, ...]:
     """Zones named node-N, with their costs mapped to cell ids (a cost naming another zone is dropped) and their
-    whole-core attributes (`attributes`: zone_attributes of the object)."""
+    whole-core attributes."""
     cells = []
     for zone in parsed.zones:
         if zone.numa_id is None:
             continue
         costs = {int(name.removeprefix("node-")): value for name, value in zone.costs.items()
                  if name.removeprefix("node-").isdigit()}
-        published = (attributes or {}).get(zone.name, {})
+        published = zone.attributes
         cells.append(Cell(zone.numa_id, {n: a.capacity for n, a in zone.resources.items()},
                           {n: a.allocatable for n, a in zone.resources.items()},
                           {n: a.available for n, a in zone.resources.items()}, costs,
@@ -214,14 +207,12 @@ def memory_groups(parsed: ParsedNrt) -> tuple[dict[int, frozenset[int]] | None, 
 
 
 def node_state(parsed: ParsedNrt, node: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]],
-               kubelet_config: Mapping[str, Any] | None,
-               zones: Mapping[str, Mapping[str, str]] | None = None) -> NodeState:
-    """zones: zone_attributes of the object (None: the whole-core attributes are unknown)."""
+               kubelet_config: Mapping[str, Any] | None) -> NodeState:
     settings, notes = settings_from(parsed, kubelet_config)
     used, used_notes = used_by(pods, parsed.node)
     groups, group_notes = memory_groups(parsed)
     attributes = parsed.attributes
-    return NodeState(parsed.node, cells_from(parsed, zones), settings, attributes.get("topologyManagerPolicy", ""),
+    return NodeState(parsed.node, cells_from(parsed), settings, attributes.get("topologyManagerPolicy", ""),
                      attributes.get("topologyManagerScope", ""), node_allocatable(node), used, groups,
                      tuple(notes + used_notes + group_notes + list(parsed.warnings)),
                      _whole(attributes.get(ATTRIBUTE_CPUS_PER_CORE)))

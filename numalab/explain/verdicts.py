@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numalab.explain.admission import admit
-from numalab.explain.node_state import node_state, zone_attributes
+from numalab.explain.node_state import node_state
 from numalab.explain.requests import PodRequest
 from numalab.explain.scheduler import numa_aware_filter, scheduler_of
 from numalab.top.liveness import leases_by_name, stale_since
@@ -58,8 +58,7 @@ def explain(pod: PodRequest, nrts: Iterable[Mapping[str, Any]], nodes: Iterable[
             why = NO_NRT if obj is None else stale
             verdicts.append(NodeVerdict(name, "no-data", f"{why}: not judged", scheduler, "unknown: no current object"))
             continue
-        state = node_state(parse_nrt(obj), node_objects.get(name), pods, (kubelet_configs or {}).get(name),
-                           zone_attributes(obj))
+        state = node_state(parse_nrt(obj), node_objects.get(name), pods, (kubelet_configs or {}).get(name))
         outcome = admit(pod, state)
         notes = [*state.notes, *outcome.notes]
         if lease_map is None:

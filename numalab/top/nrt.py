@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from numa_align.cpulist import CpulistError, parse_cpulist
@@ -55,6 +55,8 @@ class Zone:
     numa_id: int | None
     resources: Mapping[str, Amount]
     costs: Mapping[str, int]
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    """The zone's own attributes as published (numa-align's whole-core counts: numa_align.nrt_cores)."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,8 @@ def _zone(zone: Mapping[str, Any], warnings: list[str]) -> Zone:
         value = quantity(cost.get("value"), f"zone {name} cost {cost.get('name')}", warnings)
         if value is not None:
             costs[str(cost.get("name"))] = value
-    return Zone(name, int(match.group(1)) if match else None, resources, costs)
+    attributes = {str(a.get("name")): str(a.get("value")) for a in zone.get("attributes") or []}
+    return Zone(name, int(match.group(1)) if match else None, resources, costs, attributes)
 
 
 def _amount(resource: Mapping[str, Any], where: str, warnings: list[str]) -> Amount | None:
