@@ -32,6 +32,37 @@ class Outages:
 record = Outages()
 """This run's outages: OutageRetry adds to it, the suite's end prints its summary."""
 
+
+class Deadline:
+    """A wait's time limit that does not run while the API server is away.
+
+    A case waiting for a pod reads it through the API server; while the server restarts (minutes on an
+    emulated guest) the kubelet cannot report either, so that time is not the pod's. Each `passed()` call
+    that finds the record grew since the last one gives the wait back the time between the two.
+    """
+
+    def __init__(self, seconds: float, outages: Outages | None = None) -> None:
+        self.seconds = seconds
+        self.outages = outages or record
+        now = time.monotonic()
+        self._end = now + seconds
+        self._last = (now, len(self.outages.refused))
+        self.given_back = 0.0
+
+    def passed(self) -> bool:
+        now = time.monotonic()
+        then, count = self._last
+        if len(self.outages.refused) > count:
+            self._end += now - then
+            self.given_back += now - then
+        self._last = (now, len(self.outages.refused))
+        return now > self._end
+
+    def describe(self) -> str:
+        """'180s', or '180s plus 95s the API server was away'."""
+        away = f" plus {self.given_back:.0f}s the API server was away" if self.given_back else ""
+        return f"{self.seconds:.0f}s{away}"
+
 OUTAGE_ATTEMPTS = 40
 OUTAGE_BACKOFF_MAX = 15.0  # seconds between attempts: 40 attempts wait about 9 minutes in all
 OUTAGE_DEFERRALS = 20  # answers with Retry-After (the API server says when: 1 s while it starts)

@@ -211,9 +211,9 @@ class Cluster:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-        deadline = time.monotonic() + wait
+        deadline = api_outages.Deadline(wait)
         while self.pods_labelled(selector):
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise PodTrouble(f"pods of deployment {self.namespace}/{name} still exist {wait:.0f}s after deletion")
             time.sleep(POLL_SECONDS)
 
@@ -246,7 +246,7 @@ class Cluster:
         wanted = list(containers)
         logs: dict[str, ProbeReport] = {}
         self.unreachable = None  # a refusal seen while waiting for another pod is not this one's
-        deadline = time.monotonic() + self.pod_timeout
+        deadline = api_outages.Deadline(self.pod_timeout)
         while True:
             pod = self.pod(name)
             status = pod.get("status") or {}
@@ -260,22 +260,22 @@ class Cluster:
                 return logs
             if status.get("phase") in ("Failed", "Succeeded"):
                 raise PodTrouble(f"probe output missing for {sorted(set(wanted) - set(logs))}: {self.explain(name)}")
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 seen = f" (last log read: {self.unreachable})" if self.unreachable else ""
-                raise PodTrouble(f"no probe output after {self.pod_timeout:.0f}s{seen}: {self.explain(name)}")
+                raise PodTrouble(f"no probe output after {deadline.describe()}{seen}: {self.explain(name)}")
             time.sleep(POLL_SECONDS)
 
     def wait_until(self, name: str, judge: Callable[[dict[str, Any]], tuple[bool | None, str]],
                    timeout: float | None = None) -> tuple[bool, str]:
         """Poll a pod until judge(pod) returns a definite answer; a timeout is a failure."""
         limit = self.pod_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
+        deadline = api_outages.Deadline(limit)
         while True:
             verdict, why = judge(self.pod(name))
             if verdict is not None:
                 return verdict, why
-            if time.monotonic() > deadline:
-                return False, f"undecided after {limit:.0f}s ({why}): {self.explain(name)}"
+            if deadline.passed():
+                return False, f"undecided after {deadline.describe()} ({why}): {self.explain(name)}"
             time.sleep(POLL_SECONDS)
 
     def _fail_fast(self, name: str, status: dict[str, Any]) -> None:
@@ -304,8 +304,8 @@ class Cluster:
 
     @staticmethod
     def _gone(read: Callable[[], Any], wait: float) -> bool:
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
+        deadline = api_outages.Deadline(wait)
+        while not deadline.passed():
             try:
                 read()
             except ApiException as exc:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import api_outages
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from numa_align.nrt_api import GROUP, PLURAL, VERSION
@@ -84,10 +85,10 @@ def summary(nrt: Mapping[str, Any] | None, node: int) -> str:
 def wait_agreeing(read: Callable[[], dict[str, Any] | None], judge: Callable[[dict[str, Any] | None], list[str]],
                   wait: float = WAIT_SECONDS, every: float = 2.0) -> tuple[dict[str, Any] | None, list[str]]:
     """Read until the judge finds nothing wrong or `wait` seconds pass; the last object and its problems."""
-    deadline = time.monotonic() + wait
+    deadline = api_outages.Deadline(wait)
     while True:
         nrt = read()
         problems = judge(nrt)
-        if not problems or time.monotonic() >= deadline:
+        if not problems or deadline.passed():
             return nrt, problems
         time.sleep(every)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import api_outages
 from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
 from probe_pods import RESTRICTED, SUITE_LABEL
 
@@ -188,6 +189,7 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
     Undecided ones after `timeout` count as pending. Returns the outcomes and the seconds until the last
     change."""
     start = time.monotonic()
+    deadline = api_outages.Deadline(timeout)
     seen: dict[str, tuple[str | None, str]] = {}
     last_change = start
     while True:
@@ -199,7 +201,7 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
         now = time.monotonic()
         decided = len(seen) >= at_least and all(kind is not None for kind, _ in seen.values())
         finished = decided and all(kind in final for kind, _ in seen.values())
-        if (decided and (finished or now - last_change >= stable)) or now - start >= timeout:
+        if (decided and (finished or now - last_change >= stable)) or deadline.passed():
             return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s: {why}")
                      for name, (kind, why) in seen.items()}, last_change - start)
         time.sleep(every)

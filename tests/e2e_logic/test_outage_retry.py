@@ -314,3 +314,49 @@ def test_pods_made_before_a_failed_create_are_deleted_with_it() -> None:
     with pytest.raises(ApiException, match="Forbidden"):
         cluster.create_pods([{"metadata": {"name": n}} for n in ("a", "b", "c")])
     assert made == ["a"] and deleted == ["a", "b"]
+
+
+def waiting_cluster(outages, away_reads: int, ready_after: int, timeout: float) -> kube.Cluster:
+    """A Cluster whose pod reads each take 0.1 s; the first `away_reads` of them met a refusing API server
+    (recorded, as OutageRetry does), and the probe's output is there from read `ready_after` on."""
+    reads = []
+    cluster = kube.Cluster.__new__(kube.Cluster)
+    cluster.pod_timeout = timeout
+
+    def pod(name):
+        reads.append(name)
+        time.sleep(0.1)
+        if len(reads) <= away_reads:
+            outages.add("GET /api/v1/pods/p: Connection refused")
+        return {"status": {"phase": "Pending"}}
+
+    cluster.pod = pod
+    cluster._log = lambda name, container: (f"{kube.PROBE_END}\n" if len(reads) >= ready_after else "")
+    cluster.explain = lambda name: f"pod {name} Pending"
+    return cluster
+
+
+def test_a_pods_wait_does_not_count_the_time_the_api_server_was_away(outages, monkeypatch) -> None:
+    """The lab's e2e run at 69adab0 failed a pod whose only trouble was a restarting API server: its 180 s
+    ran out while neither the case nor the kubelet could reach the server."""
+    monkeypatch.setattr(kube, "POLL_SECONDS", 0.0)
+    monkeypatch.setattr(kube, "parse_probe_output", lambda text: "parsed")
+    # 0.5 s allowed; the server is away for the first 10 reads (1 s), the output is there at read 12
+    cluster = waiting_cluster(outages, away_reads=10, ready_after=12, timeout=0.5)
+    assert cluster.wait_for_probes("p", ["app"]) == {"app": "parsed"}
+    # the baseline: the same wait with the server there all along runs out, naming its limit
+    cluster = waiting_cluster(api_outages.Outages(), away_reads=0, ready_after=12, timeout=0.5)
+    monkeypatch.setattr(api_outages, "record", api_outages.Outages())
+    with pytest.raises(kube.PodTrouble, match=r"no probe output after 0s: pod p Pending"):
+        cluster.wait_for_probes("p", ["app"])
+
+
+def test_a_deadline_gives_back_only_time_that_saw_a_refusal(outages) -> None:
+    deadline = api_outages.Deadline(0.2)
+    assert deadline.describe() == "0s"
+    time.sleep(0.3)
+    outages.add("GET /readyz: Connection refused")  # the 0.3 s just passed were the server's
+    assert not deadline.passed() and deadline.given_back >= 0.3
+    assert deadline.describe() == f"0s plus {deadline.given_back:.0f}s the API server was away"
+    time.sleep(0.25)  # no refusal now: this time counts
+    assert deadline.passed()
