@@ -13,6 +13,7 @@ from pyinfra.operations.util import any_changed
 from numalab.deploy import context, controller
 from numalab.deploy.operations import secret_file, stamped_file
 from numalab.deploy.routes import pod_routes
+from numalab.deploy.services import running_and_current
 from numalab.deploy.waiting import https_ok, wait_until
 from numalab.model import components
 from numalab.model.components import K8S_DIR, PKI_DIR
@@ -64,9 +65,7 @@ def control_plane() -> None:
                                                                    **context.go_environment(host)})),
         dest="/etc/default/etcd", mode="644",
     )
-    systemd.service(name="etcd enabled and running", service="etcd", running=True, enabled=True)
-    systemd.service(name="Restart etcd for its new settings", service="etcd", restarted=True,
-                    _if=any_changed(etcd_config))
+    running_and_current("etcd", "etcd enabled and running", "Restart etcd for its new settings", [etcd_config])
 
     changed = [etcd_config, *certs]
     for component in (components.apiserver(cluster), components.controller_manager(cluster),
@@ -74,10 +73,9 @@ def control_plane() -> None:
         binary = put_binary(component.name)
         unit = put_unit(component)
         systemd.daemon_reload(name=f"Reload systemd for {component.name}", _if=any_changed(unit))
-        systemd.service(name=f"{component.name} enabled and running", service=component.name,
-                        running=True, enabled=True)
-        systemd.service(name=f"Restart {component.name} for its new binary, unit or certificates",
-                        service=component.name, restarted=True, _if=any_changed(binary, unit, *changed))
+        running_and_current(component.name, f"{component.name} enabled and running",
+                            f"Restart {component.name} for its new binary, unit or certificates",
+                            [binary, unit, *changed])
         changed += [binary, unit]
 
     # Ready before the run: wait only if this run restarted something. Not ready: wait in any case.

@@ -19,6 +19,7 @@ from pyinfra.operations.util import any_changed
 from numalab.deploy import context, controller
 from numalab.deploy.control_plane import put_binary, put_unit
 from numalab.deploy.operations import secret_file
+from numalab.deploy.services import running_and_current
 from numalab.deploy.waiting import wait_until
 from numalab.model import components
 from numalab.model.cluster import Cluster
@@ -45,9 +46,8 @@ def kube_proxy() -> None:
     ]
     unit = put_unit(components.kube_proxy(cluster, name))
     systemd.daemon_reload(name="Reload systemd for kube-proxy", _if=any_changed(unit))
-    systemd.service(name="kube-proxy enabled and running", service="kube-proxy", running=True, enabled=True)
-    systemd.service(name="Restart kube-proxy for its new binary, config or credentials", service="kube-proxy",
-                    restarted=True, _if=any_changed(unit, *changed))
+    running_and_current("kube-proxy", "kube-proxy enabled and running",
+                        "Restart kube-proxy for its new binary, config or credentials", [unit, *changed])
     wait_until(
         name="Wait for kube-proxy /healthz",
         check=f"curl -sf http://{config['healthzBindAddress']}/healthz >/dev/null",

@@ -20,6 +20,7 @@ from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from numalab.deploy import context
+from numalab.deploy.services import running_and_current
 from numalab.deploy.waiting import wait_until
 from numalab.model import metrics as model
 from numalab.model.errors import ValidationError
@@ -95,9 +96,8 @@ def metrics() -> None:
     # running Prometheus keeps the rules it loaded.
     server.shell(name=f"promtool check rules {RULES}", commands=[f"promtool check rules {RULES}"],
                  _if=any_changed(rules))
-    started = systemd.service(name="Prometheus enabled and running", service=SERVICE, running=True, enabled=True)
-    systemd.service(name="Restart Prometheus for its new config, arguments or rules", service=SERVICE,
-                    restarted=True, _if=any_changed(config, args, rules))
+    started = running_and_current(SERVICE, "Prometheus enabled and running",
+                                  "Restart Prometheus for its new config, arguments or rules", [config, args, rules])
     wait_until(
         name="Wait for Prometheus /-/ready",
         check=f"curl -sf http://{context.node_address(host)}:{model.PROMETHEUS_PORT}/-/ready >/dev/null",

@@ -22,6 +22,7 @@ from numalab.deploy.facts import TextFile
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
 from numalab.deploy.routes import pod_routes
+from numalab.deploy.services import running_and_current
 from numalab.images.lab_images import PAUSE_REPOSITORY, lab_images
 from numalab.model import components
 from numalab.model.cluster import Cluster
@@ -87,9 +88,8 @@ def node(reset: list[str]) -> None:
     systemd.daemon_reload(name="Reload systemd for containerd", _if=any_changed(dropin))
     containerd_files.append(dropin)
     boot_scoped_cni_state()  # before containerd gives any sandbox an address
-    systemd.service(name="containerd enabled and running", service="containerd", running=True, enabled=True)
-    systemd.service(name="Restart containerd for its new config", service="containerd", restarted=True,
-                    _if=any_changed(*containerd_files))
+    running_and_current("containerd", "containerd enabled and running", "Restart containerd for its new config",
+                        containerd_files)
 
     files.put(name="CNI: bridge and host-local on this node's pod CIDR",
               src=StringIO(json.dumps(components.cni_conflist(cluster, name), indent=2) + "\n"),
@@ -121,10 +121,9 @@ def node(reset: list[str]) -> None:
     binary = put_binary("kubelet")
     unit = put_unit(component)
     systemd.daemon_reload(name="Reload systemd for the kubelet", _if=any_changed(unit))
-    systemd.service(name="kubelet enabled and running", service="kubelet", running=True, enabled=True)
     changed = [binary, unit, kubelet_config, *credentials, *containerd_files]
-    systemd.service(name="Restart the kubelet for its new binary, config or credentials", service="kubelet",
-                    restarted=True, _if=any_changed(*changed))
+    running_and_current("kubelet", "kubelet enabled and running",
+                        "Restart the kubelet for its new binary, config or credentials", changed)
 
     timeout = float(context.data(host, "k8s_node_ready_timeout"))
     if not api.node_is_ready(existing) or reset:

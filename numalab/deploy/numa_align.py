@@ -31,6 +31,7 @@ from pyinfra.operations.util import any_changed
 from numalab.deploy import api, context, controller, manifests
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import node_policy
+from numalab.deploy.services import running_and_current
 from numalab.images.lab_images import lab_image_reference
 from numalab.model.errors import ValidationError
 from numalab.model.plugin_settings import DaemonSetSettings, daemonset_settings, nrt_settings
@@ -112,13 +113,10 @@ def _systemd_install() -> None:
         dest=UNIT_FILE, mode="644",
     )
     systemd.daemon_reload(name="Reload systemd for numa-align", _if=any_changed(unit))
-    started = systemd.service(name="numa-align enabled and running", service="numa-align", running=True,
-                              enabled=True)
-    # Not when this run started it: it already runs the new wheels and settings (a restart would only drop
-    # its registration for the seconds it takes to come back).
-    systemd.service(name="Restart numa-align for its new wheels or settings", service="numa-align",
-                    restarted=True,
-                    _if=lambda: any_changed(install, unit, *credentials)() and not started.did_change())
+    # Not when this run starts it: it runs the new wheels and settings already (a restart would only drop its
+    # registration for the seconds it takes to come back).
+    running_and_current("numa-align", "numa-align enabled and running",
+                        "Restart numa-align for its new wheels or settings", [install, unit, *credentials])
 
 
 def _remote_wheels() -> list[str]:

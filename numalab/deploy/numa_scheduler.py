@@ -32,6 +32,7 @@ from pyinfra.operations.util import any_changed
 from numalab.deploy import api, context, controller, manifests
 from numalab.deploy.control_plane import put_unit
 from numalab.deploy.operations import secret_file, stamped_file
+from numalab.deploy.services import running_and_current
 from numalab.deploy.waiting import wait_until
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.scheduler import scheduler_binary
@@ -101,9 +102,8 @@ def numa_scheduler() -> None:
     if set(nodes) - set(created) or any(op.will_change for op in (unit, *changed)):
         python.call(name=f"Wait until every node has its NodeResourceTopology before {model.NAME} (re)starts",
                     function=api.wait_nrt_objects, kubeconfig=kubeconfig, nodes=nodes, timeout=NRT_TIMEOUT)
-    systemd.service(name=f"{model.NAME} enabled and running", service=model.NAME, running=True, enabled=True)
-    systemd.service(name=f"Restart {model.NAME} for its new binary, config or credentials", service=model.NAME,
-                    restarted=True, _if=any_changed(unit, *changed))
+    running_and_current(model.NAME, f"{model.NAME} enabled and running",
+                        f"Restart {model.NAME} for its new binary, config or credentials", [unit, *changed])
     wait_until(
         name=f"Wait for {model.NAME} /healthz",
         check=f"curl -skf https://127.0.0.1:{model.SECURE_PORT}/healthz >/dev/null",

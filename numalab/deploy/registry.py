@@ -12,12 +12,12 @@ from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import files, python, systemd
-from pyinfra.operations.util import any_changed
+from pyinfra.operations import files, python
 
 from numalab.deploy import context, controller
 from numalab.deploy.operations import secret_file
 from numalab.deploy.policy import kubelet_version
+from numalab.deploy.services import running_and_current
 from numalab.images.lab_images import lab_images, push_lab_images
 from numalab.images.push import RegistryClient, RegistryError
 from numalab.progress import say
@@ -80,13 +80,8 @@ def registry() -> None:
                             cert=f"{CONFIG_DIR}/registry.crt", key=f"{CONFIG_DIR}/registry.key")),
         dest=f"{CONFIG_DIR}/config.yml", mode="644",
     )
-    systemd.service(
-        name="docker-registry enabled and running", service="docker-registry", running=True, enabled=True,
-    )
-    systemd.service(
-        name="Restart docker-registry for its new config", service="docker-registry", restarted=True,
-        _if=any_changed(cert, key, config),
-    )
+    running_and_current("docker-registry", "docker-registry enabled and running",
+                        "Restart docker-registry for its new config", [cert, key, config])
     missing = images_missing(cluster.registry_endpoint, str(cluster.registry.address))
     if missing:
         python.call(

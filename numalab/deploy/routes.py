@@ -8,6 +8,7 @@ from io import StringIO
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
+from numalab.deploy.services import running_and_current
 from numalab.model.cluster import Cluster
 from numalab.render import render
 
@@ -20,5 +21,4 @@ def pod_routes(cluster: Cluster, name: str) -> None:
                        src=StringIO(render("k8s/pod-routes.service.j2", routes=cluster.pod_routes(name))),
                        dest=f"/etc/systemd/system/{UNIT}.service", mode="644")
     systemd.daemon_reload(name="Reload systemd for the routes unit", _if=any_changed(routes))
-    systemd.service(name="Pod routes in place", service=UNIT, running=True, enabled=True)
-    systemd.service(name="Re-apply the pod routes", service=UNIT, restarted=True, _if=any_changed(routes))
+    running_and_current(UNIT, "Pod routes in place", "Re-apply the pod routes", [routes])
