@@ -37,7 +37,7 @@ from numa_align.publishing import NrtPublisher  # noqa: E402
 from numa_align.settings import Settings  # noqa: E402
 from numa_align.sysfs import read_sysfs  # noqa: E402
 
-from bench.plugin_bench import percentile  # noqa: E402
+from numalab.percentiles import percentile  # noqa: E402
 from tests.fakesysfs import GIB_KIB, write_node_tree  # noqa: E402
 from tests.kubeletdouble.podresources import ContainerAlloc, PodAlloc, serve_pod_resources  # noqa: E402
 from tests.plugin.fakecgroup import write_cgroup_root  # noqa: E402
@@ -133,7 +133,7 @@ def main() -> int:
     for watched, label in ((True, "checkpoint watch + poll"), (False, f"poll only (every {POLL:g} s)")):
         latencies, writes, mean = admissions(watched, args.admissions, rng)
         ms = [1000 * value for value in latencies]
-        print(f"  {label}: p50 {percentile(ms, 0.5):.0f} ms, p95 {percentile(ms, 0.95):.0f} ms, max {max(ms):.0f} ms "
+        print(f"  {label}: p50 {percentile(ms, 50):.0f} ms, p95 {percentile(ms, 95):.0f} ms, max {max(ms):.0f} ms "
               f"(mean {statistics.mean(ms):.0f} ms); {writes} writes for {args.admissions} admissions; "
               f"numa-align's own histogram: mean {1000 * mean:.0f} ms")
     print(f"  the field's default (topology exporters): an update every {FIELD_DEFAULT:g} s, so up to "

@@ -31,6 +31,7 @@ import grpc  # noqa: E402
 from numa_align.api import deviceplugin_v1beta1_pb2 as api  # noqa: E402
 from numa_align.api import deviceplugin_v1beta1_pb2_grpc as api_grpc  # noqa: E402
 
+from numalab.percentiles import percentile  # noqa: E402
 from tests.fakesysfs import write_node_tree  # noqa: E402
 from tests.kubeletdouble import KubeletDouble  # noqa: E402
 
@@ -78,11 +79,6 @@ def plugin_process(socket_dir: Path, sysfs: Path, capacity: int) -> Iterator[sub
         process.wait(30)
 
 
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def time_calls(call: Callable[[], object], count: int, warmup: int = 200) -> list[float]:
     for _ in range(warmup):
         call()
@@ -123,8 +119,8 @@ def bench_allocate(calls: int) -> None:
             baseline.terminate()
             baseline.wait(30)
             kubelet.stop()
-    a50, a99 = percentile(allocate, 0.5), percentile(allocate, 0.99)
-    e50, e99 = percentile(baseline_samples, 0.5), percentile(baseline_samples, 0.99)
+    a50, a99 = percentile(allocate, 50), percentile(allocate, 99)
+    e50, e99 = percentile(baseline_samples, 50), percentile(baseline_samples, 99)
     print(f"Allocate (1 container, 1 device), {len(allocate)} calls over a unix socket:")
     print(f"  Allocate    p50 {a50 * 1e6:7.0f} us   p99 {a99 * 1e6:7.0f} us")
     print(f"  empty unary p50 {e50 * 1e6:7.0f} us   p99 {e99 * 1e6:7.0f} us")

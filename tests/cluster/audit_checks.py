@@ -20,7 +20,7 @@ from numa_align.audit import ANNOTATION
 from numa_align.cpulist import format_cpulist, parse_cpulist
 
 from e2e.prometheus import instant_query
-from tests.cluster.faults import NAMESPACE, _guaranteed_pod, api, wait
+from tests.cluster.faults import NAMESPACE, api, guaranteed_pod, wait
 from tests.cluster.guests import ssh
 from tests.lab.conftest import BIN
 
@@ -70,7 +70,7 @@ def cpuset_drift(state: Path, prometheus_url: str, node: str, image: str) -> str
     core, custom = client.CoreV1Api(api(state)), client.CustomObjectsApi(api(state))
     name = f"audit-drift-{node}"
     drift = f'numa_align_containers_cpuset_drift{{kubernetes_node="{node}"}}'
-    manifest = _guaranteed_pod(name, node, image)
+    manifest = guaranteed_pod(name, node, image)
     predicted = explained(state, manifest, node)
     assert predicted["verdict"] == "admitted", predicted  # a 1-CPU pod on an idle worker
     core.create_namespaced_pod(NAMESPACE, manifest)

@@ -190,7 +190,7 @@ def pods_in_the_drains_way(state: Path, node: str, image: str) -> Fault:
                  "n/a (refused before any change)", "nothing (both pods still Running)")
 
 
-def _guaranteed_pod(name: str, node: str, image: str, scheduler: str | None = None) -> dict[str, Any]:
+def guaranteed_pod(name: str, node: str, image: str, scheduler: str | None = None) -> dict[str, Any]:
     resources = {"cpu": "1", "memory": "32Mi"}
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
@@ -229,7 +229,7 @@ def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa
 
 def _stuck_pending_pod(state: Path, core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str, image: str,
                        scheduler: str, stuck: str, placed: str, missing: str) -> Fault:
-    created = core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(stuck, node, missing))
+    created = core.create_namespaced_pod(NAMESPACE, guaranteed_pod(stuck, node, missing))
     since = created.metadata.creation_timestamp.timestamp()
     running = [p.metadata.name for p in core.list_pod_for_all_namespaces(
         field_selector=f"spec.nodeName={node},status.phase=Running").items]
@@ -244,7 +244,7 @@ def _stuck_pending_pod(state: Path, core: client.CoreV1Api, custom: client.Custo
                       lambda: in_step(core, custom, node), 60)
         assert core.read_namespaced_pod(stuck, NAMESPACE).status.phase == "Pending"  # still stuck: the fault holds
         time.sleep(RESYNC_GRACE)  # the scheduler's resync (every 5 s) trusts the object again in that time
-        core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(placed, node, image, scheduler))
+        core.create_namespaced_pod(NAMESPACE, guaranteed_pod(placed, node, image, scheduler))
         bound = wait(f"{placed} ({scheduler}) Running on {node} beside the stuck pod", lambda: (
             core.read_namespaced_pod(placed, NAMESPACE).status.phase == "Running"), 180,
             why=lambda: _status(core, placed))
@@ -371,7 +371,7 @@ def _node_registered_again(state: Path, node: str, image: str, scheduler: str) -
                    ).stdout)
     how = cache_took(state, node, made)
     name = f"fault-after-reregistration-{node}"
-    core.create_namespaced_pod(NAMESPACE, _guaranteed_pod(name, node, image, scheduler))
+    core.create_namespaced_pod(NAMESPACE, guaranteed_pod(name, node, image, scheduler))
     try:
         ran = wait(f"{name} ({scheduler}) Running on {node}", lambda: (
             core.read_namespaced_pod(name, NAMESPACE).status.phase == "Running"), 180)

@@ -12,7 +12,6 @@ admission included). A figure, never an assertion (README: performance is measur
 from __future__ import annotations
 
 import json
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +20,8 @@ from pathlib import Path
 from kubernetes import client, watch
 from numa_align import nrt_api
 
-from tests.cluster.faults import NAMESPACE, _guaranteed_pod, api, wait
+from numalab.percentiles import summary
+from tests.cluster.faults import NAMESPACE, api, guaranteed_pod, wait
 
 LABEL = "numa-lab/freshness"
 FIELD_DEFAULT_SECONDS = 60  # what the field's topology exporters refresh at by default
@@ -72,13 +72,6 @@ def cpus_per_core(custom: client.CustomObjectsApi, node: str) -> int:
     return int(attributes["cpusPerCore"])
 
 
-def percentiles(values: list[float]) -> tuple[float, float, float]:
-    """p50, p95 (nearest rank), max."""
-    ordered = sorted(values)
-    p95 = ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
-    return statistics.median(ordered), p95, ordered[-1]
-
-
 def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -> str:
     """Pinned pods made one at a time per worker (the workers side by side), each deleted once the object
     named it; returns the summary line. Asserts that every pod was seen admitted and published."""
@@ -92,7 +85,7 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
     time.sleep(1)  # both watches open before the first pod
 
     def one_pod(worker: str, name: str) -> None:
-        manifest = _guaranteed_pod(name, worker, image)
+        manifest = guaranteed_pod(name, worker, image)
         manifest["metadata"]["labels"] = {LABEL: "1"}
         whole = {"cpu": str(cores[worker]), "memory": "32Mi"}  # full-pcpus-only (worker-3) admits whole cores only
         manifest["spec"]["containers"][0]["resources"] = {"requests": whole, "limits": whole}
@@ -124,8 +117,8 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
     ahead = sum(seen.published[n] < seen.acknowledged[n] for n in names)  # the object before the kubelet's status
     admitted = [max(0.0, seen.published[n] - seen.acknowledged[n]) for n in names]
     created = [seen.published[n] - seen.created[n] for n in names]
-    a50, a95, amax = percentiles(admitted)
-    c50, c95, cmax = percentiles(created)
+    a50, a95, amax = summary(admitted)
+    c50, c95, cmax = summary(created)
     return (f"freshness over {len(names)} pinned pods: kubelet's first status -> object names the pod p50 "
             f"{a50:.2f} s, p95 {a95:.2f} s, max {amax:.2f} s; from creation p50 {c50:.2f} s, p95 {c95:.2f} s, "
             f"max {cmax:.2f} s; {ahead} objects named their pod before its first status reached the API (0 s) "

@@ -56,12 +56,3 @@ def test_a_flush_counts_only_after_the_mark() -> None:
     assert faults.took(said) == "upstream's resync: the node was marked for it"
     assert faults.took(said[1:]) == "numa-lab's adopter, the node idle"
     assert faults.took(said[1:2]) == ""
-
-
-def test_freshness_percentiles_are_nearest_rank() -> None:
-    """p95 of 20 samples is the 19th smallest (nearest rank), not an interpolation; p50 the median."""
-    from tests.cluster.freshness import percentiles
-
-    values = [float(v) for v in range(1, 21)]
-    assert percentiles(values) == (10.5, 19.0, 20.0)
-    assert percentiles([0.3]) == (0.3, 0.3, 0.3)
