@@ -74,6 +74,22 @@ def assert_nrt_rows(table: str) -> None:
             assert row[3] == "pass", row
 
 
+EXPLAIN_PAIRS_AT_LEAST = 30
+"""Issue 27: at least 30 (pod, node state) pairs, each explained and then judged by the real kubelet."""
+
+
+def assert_explain_agreement(table: str) -> str:
+    """The e2e run's explain-vs-kubelet line says every pair agreed, over at least EXPLAIN_PAIRS_AT_LEAST pairs
+    with a row each; returns the line for the summary."""
+    line = next((line.strip() for line in table.splitlines() if line.startswith("explain vs kubelet: ")), None)
+    assert line is not None, "the e2e run printed no explain-vs-kubelet line"
+    agreed, pairs = (int(n) for n in line.split(": ", 1)[1].split()[0].split("/"))
+    rows = [cells for cells in map(str.split, table.splitlines()) if len(cells) > 3 and cells[2].startswith("explain:")]
+    assert pairs >= EXPLAIN_PAIRS_AT_LEAST and len(rows) == pairs, (line, len(rows))
+    assert agreed == pairs and all(row[3] == "pass" for row in rows), [" ".join(r) for r in rows if r[3] != "pass"]
+    return line
+
+
 def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) -> None:
     """worker-3 on the real kubelet: what it accepted, as /configz, the API and the guest's sysfs show."""
     kubelet = configz(state, "worker-3")

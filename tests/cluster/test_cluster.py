@@ -39,6 +39,7 @@ from numalab.lab.spec import Lab
 from tests.cluster.audit_checks import cpuset_drift, rules_loaded
 from tests.cluster.checks import (
     WORKERS,
+    assert_explain_agreement,
     assert_nrt_rows,
     check_go_environment,
     check_numa_align,
@@ -248,6 +249,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                            if line.split()[:3] == [worker, str(node), "pinned"])
                 assert row[3] == "pass" and row[5] == str(node), row  # Mems_allowed_list is node N
         assert_nrt_rows(table)  # numa-align's NodeResourceTopology counted each pinned pod (its unit's user)
+        NOTES.append(assert_explain_agreement(table))  # explain's verdicts against the real kubelet's, pair by pair
         for worker in WORKERS:  # numa-align's per-cell gauge, read back through the registry host's Prometheus
             for node in (0, 1):
                 row = next(line.split() for line in table.splitlines()

@@ -20,7 +20,7 @@ def run_e2e(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_collect_only_needs_no_cluster(tmp_path):
     done = run_e2e("--collect-only", "-q", "--kubeconfig", str(tmp_path / "absent"))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "12 tests collected" in done.stdout
+    assert "13 tests collected" in done.stdout
     assert f"rootdir: {E2E_DIR}" in run_e2e("--collect-only").stdout
 
 
