@@ -19,8 +19,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import urllib3
-from explain_corpus import CASE, Pair, compare, corpus, real_outcome, worker_shape
+from explain_corpus import CASE, Pair, corpus, worker_shape
 from kube import Cluster
+from kubelet_outcome import compare, real_outcome
 from kubernetes.client.rest import ApiException
 from nrt import read_nrt, wait_agreeing
 from numa_align.cpulist import parse_cpulist

@@ -1,4 +1,4 @@
-"""Case 8's pure parts: the explain-vs-kubelet corpus for the lab's two worker shapes, the expected outcome of
+"""Case 8's pure parts (explain_corpus, kubelet_outcome): the explain-vs-kubelet corpus for the lab's two worker shapes, the expected outcome of
 every pair by the kubelet's rules (k8s.io/kubernetes v1.36.3 pkg/kubelet/cm), explain's agreement with it on
 fake API objects shaped like the workers, and how the kubelet's real outcome is read and compared."""
 
@@ -16,9 +16,10 @@ from numalab.top.nrt import parse_nrt
 from tests.e2e_logic.conftest import load_e2e_module
 from tests.explain.cluster import MI, configz, node, nrt, res
 
-sys.modules.setdefault("probe_pods", load_e2e_module("probe_pods"))  # explain_corpus imports it as the suite does
+sys.modules.setdefault("probe_pods", load_e2e_module("probe_pods"))  # explain_corpus imports them as the suite does
+outcome_module = sys.modules.setdefault("kubelet_outcome", load_e2e_module("kubelet_outcome"))
 corpus_module = load_e2e_module("explain_corpus")
-Outcome = corpus_module.Outcome
+Outcome = outcome_module.Outcome
 HP = "hugepages-2Mi"
 DEVICES = 100  # numa-align's slots per cell (NUMA_CAPACITY's default)
 
@@ -222,56 +223,56 @@ def annotation(**entry: Any) -> dict:
 
 
 def test_real_outcome_reads_a_failed_pods_reason() -> None:
-    assert corpus_module.real_outcome(failed("SMTAlignmentError"), None, CELL_CPUS) == Outcome(
+    assert outcome_module.real_outcome(failed("SMTAlignmentError"), None, CELL_CPUS) == Outcome(
         "rejected", "SMTAlignmentError")
 
 
 def test_real_outcome_reads_the_cells_from_the_annotation() -> None:
     allocations = annotation(cpus="2-3", memory={"1": 33554432}, devices={"numa-align/numa-1": 1, "gpu/x": 1})
-    seen = corpus_module.real_outcome(running(), allocations, CELL_CPUS)
+    seen = outcome_module.real_outcome(running(), allocations, CELL_CPUS)
     assert seen == Outcome("admitted", cells={"cpu": [1], "memory": [1], "numa-align/numa-1": [1]})
 
 
 def test_real_outcome_admitted_without_allocation_or_undecided() -> None:
-    assert corpus_module.real_outcome(running(), annotation(cpus="1"), {}) == Outcome("admitted", cells={"cpu": []})
-    assert corpus_module.real_outcome({**running(), "metadata": {"name": "q", "namespace": "ns"}}, annotation(cpus="1"),
-                                      CELL_CPUS) == Outcome("admitted")
+    assert outcome_module.real_outcome(running(), annotation(cpus="1"), {}) == Outcome("admitted", cells={"cpu": []})
+    other = {**running(), "metadata": {"name": "q", "namespace": "ns"}}
+    assert outcome_module.real_outcome(other, annotation(cpus="1"), CELL_CPUS) == Outcome("admitted")
     init_only = {"metadata": {}, "status": {"phase": "Pending", "initContainerStatuses": [{"name": "i"}]}}
-    assert corpus_module.real_outcome(init_only, None, CELL_CPUS).verdict == "admitted"
-    assert corpus_module.real_outcome({"status": {"phase": "Pending"}}, None, CELL_CPUS).verdict == "undecided"
+    assert outcome_module.real_outcome(init_only, None, CELL_CPUS).verdict == "admitted"
+    assert outcome_module.real_outcome({"status": {"phase": "Pending"}}, None, CELL_CPUS).verdict == "undecided"
 
 
 ADMITTED = {"verdict": "admitted", "reason": "", "cells": {"cpu": [1], "memory": [1], HP: [1]}}
 
 
 def test_compare_agrees_on_the_same_cells_and_leaves_hugepages_out() -> None:
-    ok, detail = corpus_module.compare(ADMITTED, Outcome("admitted", cells={"cpu": [1], "memory": [1]}))
+    ok, detail = outcome_module.compare(ADMITTED, Outcome("admitted", cells={"cpu": [1], "memory": [1]}))
     assert ok
     assert detail == ("predicted admitted cpu 1, memory 1, kubelet admitted cpu 1, memory 1 (hugepages-2Mi not in "
                       "numa-align's annotation: not compared)")
 
 
 def test_compare_flags_a_different_cell() -> None:
-    ok, detail = corpus_module.compare(ADMITTED, Outcome("admitted", cells={"cpu": [0], "memory": [0]}))
+    ok, detail = outcome_module.compare(ADMITTED, Outcome("admitted", cells={"cpu": [0], "memory": [0]}))
     assert not ok
     assert detail.startswith("predicted admitted cpu 1, memory 1, kubelet admitted cpu 0, memory 0")
-    assert not corpus_module.compare(ADMITTED, Outcome("admitted", cells={"memory": [1]}))[0]  # no pinned CPU
+    assert not outcome_module.compare(ADMITTED, Outcome("admitted", cells={"memory": [1]}))[0]  # no pinned CPU
 
 
 def test_compare_flags_a_different_reason_and_a_different_verdict() -> None:
     rejected = {"verdict": "rejected", "reason": "TopologyAffinityError: Resources cannot be allocated", "cells": {}}
-    assert corpus_module.compare(rejected, Outcome("rejected", "TopologyAffinityError")) == (
+    assert outcome_module.compare(rejected, Outcome("rejected", "TopologyAffinityError")) == (
         True, "predicted rejected TopologyAffinityError, kubelet rejected TopologyAffinityError")
-    assert corpus_module.compare(rejected, Outcome("rejected", "OutOfcpu")) == (
+    assert outcome_module.compare(rejected, Outcome("rejected", "OutOfcpu")) == (
         False, "predicted rejected TopologyAffinityError, kubelet rejected OutOfcpu")
-    assert not corpus_module.compare(rejected, Outcome("admitted", cells={"cpu": [1]}))[0]
-    assert not corpus_module.compare(ADMITTED, Outcome("rejected", "TopologyAffinityError"))[0]
-    assert not corpus_module.compare(ADMITTED, Outcome("undecided", "phase Pending"))[0]
+    assert not outcome_module.compare(rejected, Outcome("admitted", cells={"cpu": [1]}))[0]
+    assert not outcome_module.compare(ADMITTED, Outcome("rejected", "TopologyAffinityError"))[0]
+    assert not outcome_module.compare(ADMITTED, Outcome("undecided", "phase Pending"))[0]
 
 
 def test_compare_never_agrees_with_a_verdict_explain_could_not_give() -> None:
     cannot = {"verdict": "cannot-judge", "reason": "cannot judge: pod-level resources", "cells": {}}
-    ok, detail = corpus_module.compare(cannot, Outcome("admitted"))
+    ok, detail = outcome_module.compare(cannot, Outcome("admitted"))
     assert not ok and detail.startswith("predicted cannot-judge cannot judge: pod-level resources")
 
 
