@@ -1,6 +1,7 @@
-"""Case 8's pure parts (explain_corpus, kubelet_outcome): the explain-vs-kubelet corpus for the lab's two worker shapes, the expected outcome of
-every pair by the kubelet's rules (k8s.io/kubernetes v1.36.3 pkg/kubelet/cm), explain's agreement with it on
-fake API objects shaped like the workers, and how the kubelet's real outcome is read and compared."""
+"""Case 8's pure parts (explain_corpus, kubelet_outcome): the explain-vs-kubelet corpus for the lab's two worker
+shapes, the expected outcome of every pair by the kubelet's rules (k8s.io/kubernetes v1.36.3 pkg/kubelet/cm),
+explain's agreement with it on fake API objects shaped like the workers, and how the kubelet's real outcome is
+read and compared."""
 
 from __future__ import annotations
 
