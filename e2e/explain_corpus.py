@@ -145,8 +145,7 @@ class _Builder:
     def pod(self, name: str, containers: list[dict[str, Any]], inits: list[dict[str, Any]] | None = None
             ) -> dict[str, Any]:
         spec: dict[str, Any] = {"restartPolicy": "Never", "nodeName": self.shape.worker,
-                                "terminationGracePeriodSeconds": 0, "containers": containers,
-                                "automountServiceAccountToken": False}
+                                "terminationGracePeriodSeconds": 0, "containers": containers}
         if inits:
             spec["initContainers"] = inits
         return {"apiVersion": "v1", "kind": "Pod",

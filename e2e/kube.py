@@ -26,7 +26,7 @@ from numalab.placement import (
     parse_probe_output,
 )
 
-POLL_SECONDS = 1.0
+POLL_SECONDS = 2.0
 REACHABLE_TIMEOUT = 10.0
 FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                  "CreateContainerError", "RunContainerError"}

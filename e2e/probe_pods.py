@@ -57,9 +57,6 @@ def probe_pod(name: str, worker: str, case: str, containers: list[dict[str, Any]
         "restartPolicy": "Never",
         "nodeSelector": {"kubernetes.io/hostname": worker},
         "terminationGracePeriodSeconds": 0,
-        # No API token: the probes read /proc only, and without the projected token volume a pod's start needs
-        # no token from the API server (which the suite restarts under the cases).
-        "automountServiceAccountToken": False,
         "containers": containers,
     }
     if init_containers:
@@ -132,8 +129,7 @@ def _service_case_pod(name: str, worker: str, container: dict[str, Any], labels:
         "kind": "Pod",
         "metadata": {"name": name, "labels": {SUITE_LABEL: SERVICE_CASE, **labels}},
         "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": worker},
-                 "terminationGracePeriodSeconds": 0, "containers": [container],
-                 "automountServiceAccountToken": False},
+                 "terminationGracePeriodSeconds": 0, "containers": [container]},
     }
 
 

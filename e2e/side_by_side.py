@@ -53,7 +53,6 @@ def contender_spec(image: str, cpus: int, scheduler: str, workers: Iterable[str]
     resources = {"cpu": str(cpus), "memory": MEMORY}
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 0,
-        "automountServiceAccountToken": False,
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
                                    "values": sorted(workers)}]}]}}},

@@ -43,7 +43,6 @@ class PinnedPod:
             "spec": {"replicas": 1, "selector": {"matchLabels": labels},
                      "template": {"metadata": {"labels": labels}, "spec": {
                          "nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 0,
-                         "automountServiceAccountToken": False,
                          "containers": [{"name": "app", "image": image, "command": ["sh", "-c", script],
                                          "resources": {"requests": resources, "limits": resources}}]}}}})
         wait(f"{self.NAME} Running", lambda: self.running_since(None), 240)

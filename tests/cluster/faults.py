@@ -151,7 +151,7 @@ def _answers(core: client.CoreV1Api, node: str) -> bool:
 
 def _bare_pod(name: str, node: str, image: str, emptydir: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "nodeName": node, "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False,
+        "nodeName": node, "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "app", "image": image, "command": ["sleep", "3600"],
                         "resources": {"requests": {"memory": "16Mi"}, "limits": {"memory": "16Mi"}}}],
     }
@@ -193,7 +193,7 @@ def pods_in_the_drains_way(state: Path, node: str, image: str) -> Fault:
 def guaranteed_pod(name: str, node: str, image: str, scheduler: str | None = None) -> dict[str, Any]:
     resources = {"cpu": "1", "memory": "32Mi"}
     spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0, "restartPolicy": "Never", "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
         "containers": [{"name": "app", "image": image, "command": ["sleep", "3600"],
                         "resources": {"requests": resources, "limits": resources}}],
     }

@@ -4,7 +4,6 @@ where they are meant to be pinned, and run the probe script as their command."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
@@ -83,17 +82,3 @@ def test_pod_names_are_dns_labels():
     assert pods.dns_label("pin", "Worker_1.LAB", "n0") == "pin-worker-1-lab-n0"
     long = pods.dns_label("exhaust", "w" * 80, "n3")
     assert len(long) == 63 and not long.endswith("-")
-
-
-def test_no_pod_of_the_suite_mounts_an_api_token():
-    """The probes read /proc and talk to each other, never to the API: no token volume, so a pod's start needs
-    nothing from the API server, which the suite restarts under the cases."""
-    sys.modules.setdefault("probe_pods", pods)  # side_by_side imports it as the suite does
-    side = load_e2e_module("side_by_side")
-    made = [pods.pinned_pod("w", 0, IMAGE, "slots"), pods.multi_container_pod("w", 0, IMAGE, "slots"),
-            pods.burstable_pod("w", IMAGE), pods.exhaustion_pod("w", 0, 2, IMAGE, "slots"),
-            pods.backend_pod("w", IMAGE, "t"), pods.client_pod("w", IMAGE, "c"),
-            side.contender_pod("c", IMAGE, 2, "numa-aware", ["w"])]
-    deployment = side.contender_deployment("d", IMAGE, 2, "numa-aware", ["w"], 3)
-    specs = [pod["spec"] for pod in made] + [deployment["spec"]["template"]["spec"]]
-    assert all(spec.get("automountServiceAccountToken") is False for spec in specs)
