@@ -20,7 +20,6 @@ from pathlib import Path
 from kubernetes import client, watch
 from numa_align import nrt_api
 
-from e2e.prometheus import instant_query
 from numalab.percentiles import summary
 from tests.cluster.faults import NAMESPACE, api, guaranteed_pod, wait
 
@@ -73,8 +72,7 @@ def cpus_per_core(custom: client.CustomObjectsApi, node: str) -> int:
     return int(attributes["cpusPerCore"])
 
 
-def measure(state: Path, workers: list[str], image: str, per_worker: int = 10,
-            prometheus_url: str | None = None) -> str:
+def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -> str:
     """Pinned pods made one at a time per worker (the workers side by side), each deleted once the object
     named it; returns the summary line. Asserts that every pod was seen admitted and published."""
     core, custom = client.CoreV1Api(api(state)), client.CustomObjectsApi(api(state))
@@ -121,23 +119,7 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10,
     created = [seen.published[n] - seen.created[n] for n in names]
     a50, a95, amax = summary(admitted)
     c50, c95, cmax = summary(created)
-    slowest = sorted(zip(admitted, names, strict=True), reverse=True)[:3]
     return (f"freshness over {len(names)} pinned pods: kubelet's first status -> object names the pod p50 "
             f"{a50:.2f} s, p95 {a95:.2f} s, max {amax:.2f} s; from creation p50 {c50:.2f} s, p95 {c95:.2f} s, "
             f"max {cmax:.2f} s; {ahead} objects named their pod before its first status reached the API (0 s) "
-            f"(the field's exporters: every {FIELD_DEFAULT_SECONDS} s); slowest "
-            + ", ".join(f"{name} {late:.2f} s" for late, name in slowest)
-            + (own_latency(prometheus_url, workers) if prometheus_url else ""))
-
-
-def own_latency(prometheus_url: str, workers: list[str]) -> str:
-    """numa-align's own figure for the same minutes, per worker, read through Prometheus: p95 of its
-    numa_align_nrt_update_latency_seconds (from the checkpoint change it saw to the object written). Small
-    against the figure above: the time went before numa-align saw the change, or in the API server."""
-    said = []
-    for worker in workers:
-        query = ("histogram_quantile(0.95, sum by (le) (increase(numa_align_nrt_update_latency_seconds_bucket"
-                 f'{{kubernetes_node="{worker}"}}[5m])))')
-        value = instant_query(prometheus_url, query)
-        said.append(f"{worker} {'unknown' if value is None else f'{value:.2f} s'}")
-    return "; numa-align's own write latency p95 (its histogram, last 5 min): " + ", ".join(said)
+            f"(the field's exporters: every {FIELD_DEFAULT_SECONDS} s)")

@@ -260,7 +260,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                 "NumaAlignAuditUnknown", "NumaAlignContainerSplit", "NumaAlignCpusetDrift"]
             NOTES.append(cpuset_drift(state, prometheus_url, "worker-1", PROBE_IMAGE))
         with step("freshness: pinned pods one at a time on each worker, watched"):
-            NOTES.append(freshness(state, list(WORKERS), PROBE_IMAGE, prometheus_url=prometheus_url))
+            NOTES.append(freshness(state, list(WORKERS), PROBE_IMAGE))
         # Side by side: the default scheduler's pods rejected by the kubelets, the NUMA-aware one's never
         note_rows(table, "numa-scheduler")
         for row in ("default-scheduler", "numa-aware"):  # both sides: the baseline's rejections happened
