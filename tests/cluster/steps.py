@@ -50,3 +50,11 @@ def note_deploy(label: str, phases: list[tuple[str, float]], slowest: list[tuple
     """A deploy run's phases and slowest operations (tests.cluster.timed_run), under the step that ran it."""
     STEPS.extend((f"  {label}: {phase}", seconds) for phase, seconds in phases)
     STEPS.extend((f"    {label} op: {name}", seconds) for name, seconds in slowest)
+
+
+def failure_excerpt(output: str, limit: int = 8000) -> str:
+    """An e2e run's output for an assertion message: every FAIL row of its table first (a row of the `*`
+    worker sorts first in the table and was cut from the tail alone), then the output's last `limit` chars."""
+    failed = [line for line in output.splitlines() if len(line.split()) > 3 and line.split()[3] == "FAIL"]
+    head = "FAIL rows:\n" + "\n".join(failed) + "\n...\n" if failed else ""
+    return head + output[-limit:]

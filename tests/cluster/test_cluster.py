@@ -64,7 +64,7 @@ from tests.cluster.freshness import measure as freshness
 from tests.cluster.guests import guest_history, ssh
 from tests.cluster.per_node import check_daemonset_per_node
 from tests.cluster.power import reset_guest, shrink_cell
-from tests.cluster.steps import NOTES, note_deploy, note_durations, note_outages, note_rows, step
+from tests.cluster.steps import NOTES, failure_excerpt, note_deploy, note_durations, note_outages, note_rows, step
 from tests.cluster.timed_run import run_timed
 from tests.lab.conftest import (
     BIN,
@@ -239,7 +239,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         table = suite.stdout + suite.stderr
         history = guest_history(state, WORKERS)
         print(history)  # shown with any failure below; NRestarts=0 means no kubelet or control plane crashed
-        assert suite.returncode == 0, table[-8000:] + history
+        assert suite.returncode == 0, failure_excerpt(table) + history
         if restart is not None:
             with fault_case("API server + etcd restart"):
                 FAULTS.append(rode_through_api_restart(state, list(WORKERS), restart, suite.returncode == 0))
@@ -335,7 +335,8 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         with step("e2e pinned pods under None, numa-align as a DaemonSet"):
             pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
         note_outages(pinned.stdout)
-        assert pinned.returncode == 0, (pinned.stdout + pinned.stderr)[-6000:] + guest_history(state, WORKERS)
+        assert pinned.returncode == 0, failure_excerpt(pinned.stdout + pinned.stderr, 6000) + guest_history(
+            state, WORKERS)
         assert "not enforced by this kubelet" in pinned.stdout + pinned.stderr
         assert_nrt_rows(pinned.stdout)  # ... and under the DaemonSet (its ServiceAccount's token)
         FAULTS.append(Fault("CPU offlined", "echo 0 > cpu3/online on worker-1 (its declared shape: offline_cpus 3)",

@@ -29,3 +29,15 @@ def test_a_steps_line_comes_before_what_was_noted_during_it(monkeypatch) -> None
         steps.note_deploy("first", [("connect (lab up)", 80.0), ("plan (facts)", 120.0)], [("base | Wait", 9.0)])
     assert [name for name, _ in steps.STEPS] == ["first deploy", "  first: connect (lab up)", "  first: plan (facts)",
                                                  "    first op: base | Wait"]
+
+
+def test_a_failed_runs_excerpt_keeps_its_fail_rows_cut_from_the_tail() -> None:
+    from tests.cluster.steps import failure_excerpt
+
+    table = "\n".join(["WORKER  NUMA  CASE  RESULT  CPUS  MEMS  DETAIL",
+                       "*  *  numa-scheduler:numa-aware  FAIL  -  -  0 running, expected 1"]
+                      + [f"worker-1  0  case-{i}  pass  1  0" for i in range(400)])
+    excerpt = failure_excerpt(table, limit=200)
+    assert excerpt.startswith("FAIL rows:\n*  *  numa-scheduler:numa-aware  FAIL")  # the row the tail alone lost
+    assert excerpt.endswith(table[-200:]) and "numa-aware" not in table[-200:]
+    assert failure_excerpt("all passed", 200) == "all passed"
