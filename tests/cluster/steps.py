@@ -53,8 +53,9 @@ def note_deploy(label: str, phases: list[tuple[str, float]], slowest: list[tuple
 
 
 def failure_excerpt(output: str, limit: int = 8000) -> str:
-    """An e2e run's output for an assertion message: every FAIL row of its table first (a row of the `*`
-    worker sorts first in the table and was cut from the tail alone), then the output's last `limit` chars."""
-    failed = [line for line in output.splitlines() if len(line.split()) > 3 and line.split()[3] == "FAIL"]
-    head = "FAIL rows:\n" + "\n".join(failed) + "\n...\n" if failed else ""
+    """An e2e run's output for an assertion message: its table's FAIL rows and whole-cluster rows (worker `*`,
+    which sort first and were cut from the tail alone: case 9's two sides) first, then the last `limit` chars."""
+    kept = [line for line in output.splitlines()
+            if len(line.split()) > 3 and (line.split()[3] == "FAIL" or line.split()[:2] == ["*", "*"])]
+    head = "FAIL and whole-cluster rows:\n" + "\n".join(kept) + "\n...\n" if kept else ""
     return head + output[-limit:]

@@ -35,9 +35,11 @@ def test_a_failed_runs_excerpt_keeps_its_fail_rows_cut_from_the_tail() -> None:
     from tests.cluster.steps import failure_excerpt
 
     table = "\n".join(["WORKER  NUMA  CASE  RESULT  CPUS  MEMS  DETAIL",
+                       "*  *  numa-scheduler:default-scheduler  pass  -  -  1 running, 2 rejected",
                        "*  *  numa-scheduler:numa-aware  FAIL  -  -  0 running, expected 1"]
                       + [f"worker-1  0  case-{i}  pass  1  0" for i in range(400)])
     excerpt = failure_excerpt(table, limit=200)
-    assert excerpt.startswith("FAIL rows:\n*  *  numa-scheduler:numa-aware  FAIL")  # the row the tail alone lost
+    assert excerpt.startswith("FAIL and whole-cluster rows:\n*  *  numa-scheduler:default-scheduler  pass")
+    assert "*  *  numa-scheduler:numa-aware  FAIL" in excerpt  # the rows the tail alone lost
     assert excerpt.endswith(table[-200:]) and "numa-aware" not in table[-200:]
     assert failure_excerpt("all passed", 200) == "all passed"
