@@ -114,7 +114,7 @@ class CheckpointWatch:
         return writes
 
     def polled(self, wrote: bool, waiting: bool) -> None:
-        """A poll ended: `wrote` the object, or a change is `waiting` to be written (at most one write a second,
+        """A poll ended: `wrote` the object, or a change is `waiting` to be written (the write rate limit,
         API backoff: its latency counts from when it was first seen), or there was nothing to write."""
         if wrote and self.observe is not None and self.changed_at is not None:
             self.observe(self._clock() - self.changed_at)

@@ -27,7 +27,12 @@ from numa_align.settings import OPTIONS
 log = logging.getLogger(__name__)
 
 MIN_INTERVAL = 1.0
-"""Seconds between two writes at least, however fast the pods change."""
+"""Seconds per write, sustained, however fast the pods change."""
+BURST = 2
+"""Writes allowed back to back after a quiet while (a token bucket: one token per MIN_INTERVAL, BURST at most).
+A pod's deletion and the next pod's admission, a moment apart, are both written when they happen; with one
+write per MIN_INTERVAL and no burst the second waited for the rest of the second (the tail of the lab's
+freshness figure)."""
 CHECK_EVERY = 60.0
 """Seconds of quiet after which the stored object is read to see that it is still the one written."""
 
@@ -37,21 +42,24 @@ class NodeNotFound(KubeApiError):
 
 
 class NrtWriter:
-    """Writes the object built by `build(node_uid)` when its content changed, at most once per
-    `min_interval`; `check()` repairs an object changed or deleted by someone else."""
+    """Writes the object built by `build(node_uid)` when its content changed, `burst` writes back to back and
+    then one per `min_interval`; `check()` repairs an object changed or deleted by someone else."""
 
     def __init__(self, client: KubeClient, node_name: str, *, clock: Callable[[], float] = time.monotonic,
-                 min_interval: float = MIN_INTERVAL, check_every: float = CHECK_EVERY) -> None:
+                 min_interval: float = MIN_INTERVAL, check_every: float = CHECK_EVERY, burst: int = BURST) -> None:
         self.client = client
         self.node_name = node_name
         self.min_interval = min_interval
+        self.burst = burst
+        self._tokens = float(burst)
+        self._counted_at: float | None = None
         self.check_every = check_every
         self.last_published: dict[str, Any] | None = None
         """The object last written (without its resourceVersion)."""
         self.writes = 0
         self.checks = 0
         self.pending = False
-        """A change waits for `min_interval` to pass."""
+        """A change waits for a write to be allowed (`next_write_in`)."""
         self.attempted_at: float | None = None
         self._clock = clock
         self._node_uid: str | None = None
@@ -67,9 +75,10 @@ class NrtWriter:
         if self.last_published is not None and _content(nrt) == _content(self.last_published):
             self.pending = False
             return "up to date"
-        if self.attempted_at is not None and now - self.attempted_at < self.min_interval:
+        if self.next_write_in(now) > 0:
             self.pending = True
-            return f"change waiting (at most one write per {self.min_interval:g}s)"
+            return f"change waiting (at most {self.burst} writes at once, then one per {self.min_interval:g}s)"
+        self._tokens -= 1
         self.attempted_at, self.pending = now, False
         written, nrt = self._write(nrt, build)
         self._version = _version(written)
@@ -79,6 +88,15 @@ class NrtWriter:
         (log.info if first else log.debug)("wrote NodeResourceTopology %s (%d zones)", nrt["metadata"]["name"],
                                            len(nrt["zones"]))
         return "published"
+
+    def next_write_in(self, now: float) -> float:
+        """Seconds until a write is allowed (0: now), the bucket refilled up to `now`."""
+        if self.min_interval <= 0:
+            return 0.0
+        if self._counted_at is not None:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._counted_at) / self.min_interval)
+        self._counted_at = now
+        return max(0.0, (1.0 - self._tokens) * self.min_interval)
 
     def check_due(self) -> bool:
         return (self.last_published is not None and self._quiet_since is not None

@@ -150,11 +150,10 @@ class NrtPublisher:
         self._wake.close()
 
     def _next_wait(self) -> float:
-        """The poll interval, shorter when a change waits for `min_interval` to pass."""
+        """The poll interval, shorter when a change waits for a write to be allowed."""
         writer = self.writer
-        if writer is not None and writer.pending and writer.attempted_at is not None:
-            due = writer.attempted_at + writer.min_interval - self._clock()
-            return max(0.0, min(self.poll, due))
+        if writer is not None and writer.pending:
+            return min(self.poll, writer.next_write_in(self._clock()))
         return self.poll
 
     # -- one poll ----------------------------------------------------------------------------------
