@@ -4,6 +4,7 @@ objects, `kubectl numa`, the real-server worker (worker-3), the Go daemons' envi
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -88,6 +89,25 @@ def assert_explain_agreement(table: str) -> str:
     assert pairs >= EXPLAIN_PAIRS_AT_LEAST and len(rows) == pairs, (line, len(rows))
     assert agreed == pairs and all(row[3] == "pass" for row in rows), [" ".join(r) for r in rows if r[3] != "pass"]
     return line
+
+
+def assert_closest_pairs(table: str, worker: str) -> str:
+    """The e2e run on the 4-cell worker: its `explain:closest-*` rows (at least two) all agree, and in the
+    closest-pair row the kubelet took other cells than the lowest equally wide pair, the one it takes without
+    prefer-closest-numa-nodes (else the pair shows nothing of the option). Returns a line for the summary."""
+    rows = [line for line in table.splitlines() if line.split()[:1] == [worker] and len(line.split()) > 3
+            and line.split()[2].startswith("explain:closest")]
+    assert len(rows) >= 2, f"{len(rows)} closest rows for {worker}:\n" + table[-3000:]
+    failing = [row for row in rows if row.split()[3] != "pass"]
+    assert not failing, "\n".join(failing)
+    pair = next((row for row in rows if row.split()[2] == "explain:closest-pair"), None)
+    assert pair is not None, "\n".join(rows)
+    took = re.search(r"kubelet admitted cpu ([\d,]+)", pair)
+    lowest = re.search(r"without prefer-closest-numa-nodes: cpu ([\d,]+)", pair)
+    assert took and lowest and took.group(1) != lowest.group(1), pair
+    return (f"explain vs kubelet on 4-cell {worker} (restricted + prefer-closest-numa-nodes): {len(rows)}/{len(rows)}"
+            f" pairs agree; a 2-CPU pod got cells {took.group(1)} as explain said, not the lowest pair "
+            f"{lowest.group(1)}")
 
 
 def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) -> None:

@@ -14,7 +14,7 @@ from numa_align.cpulist import parse_cpulist
 
 from tests.cluster.checks import configz
 from tests.cluster.faults import LABEL, NAMESPACE, Fault, api, in_step, wait
-from tests.cluster.guests import ssh
+from tests.cluster.guests import boot_id, ssh, wait_booted
 
 POLICIES = ("cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope")
 NO_GUARD = "/etc/systemd/system/kubelet.service.d/99-fault-case-no-guard.conf"
@@ -108,10 +108,10 @@ class PinnedPod:
         return {key: kubelet.get(key) for key in POLICIES}
 
     def boot_id(self) -> str:
-        return ssh(self.state, self.node, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+        return boot_id(self.state, self.node)
 
     def wait_booted(self, boot: str) -> None:
-        wait(f"{self.node} booted again", lambda: self.boot_id() not in ("", boot), 300, 3)
+        wait_booted(self.state, self.node, boot)
 
     def recovered(self, before: tuple[str, int]) -> None:
         """Everything a reboot must give back: the pod running again pinned to its cell, every pod on the node

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 from tests.lab.consoles import console_logs
@@ -19,6 +20,21 @@ BOOT_LINE = re.compile(r"numalab-firstboot: \S+ is \S+ on ")
 def ssh(state: Path, host: str, command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ssh", "-F", str(state / "ssh_config"), host, command],
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def boot_id(state: Path, host: str) -> str:
+    """The guest's boot id ('' while it does not answer): a new one means it booted again."""
+    return ssh(state, host, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+
+
+def wait_booted(state: Path, host: str, before: str, timeout: float = 300.0) -> float:
+    """Seconds until `host` answers with a boot id other than `before`; AssertionError after `timeout`."""
+    started = time.monotonic()
+    while boot_id(state, host) in ("", before):
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{host} booted again: not after {timeout:.0f} s")
+        time.sleep(3)
+    return time.monotonic() - started
 
 
 def _units(units: tuple[str, ...]) -> str:

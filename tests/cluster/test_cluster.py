@@ -15,9 +15,11 @@ worker-1 hard-reset and then powered off and on with less memory in a cell, its 
 API unreachable during a planned reset; then one run changes the Memory Manager policy (a reset, one node
 at a time, worker-1's also for its offline CPU) and moves numa-align from its systemd unit to its DaemonSet
 (the lab registry's image, each node's own settings), pinned pods pass under both;
-a deploy changes nothing (every stage is idempotent and the reset is not done again); numa-align goes back
-to its unit; destroy.
-Slow (24 to 30 minutes with cached binaries and images on 2 cores; `make test` runs its other tests beside it);
+a deploy changes nothing (every stage is idempotent and the reset is not done again), run beside those pods;
+worker-1 is re-cut into four cells with unequal distances (a power cycle), and the run that takes numa-align
+back to its unit gives it restricted + prefer-closest-numa-nodes, where `numalab explain` names the cells the
+kubelet then picks; destroy.
+Slow (about 40 minutes with cached binaries and images on 2 cores; `make test` runs its other tests beside it);
 marked `cluster` and run in CI.
 """
 
@@ -27,7 +29,8 @@ import json
 import os
 import re
 import subprocess
-import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -35,10 +38,12 @@ import yaml
 from kubernetes import config
 from numa_align.cpulist import parse_cpulist
 
+from numalab.lab.guest_shape import guest_topology
 from numalab.lab.spec import Lab
 from tests.cluster.audit_checks import cpuset_drift, rules_loaded
 from tests.cluster.checks import (
     WORKERS,
+    assert_closest_pairs,
     assert_explain_agreement,
     assert_nrt_rows,
     check_go_environment,
@@ -61,9 +66,10 @@ from tests.cluster.faults import (
     stuck_pending_pod,
 )
 from tests.cluster.freshness import measure as freshness
-from tests.cluster.guests import guest_history, ssh
+from tests.cluster.guests import boot_id, guest_history, ssh, wait_booted
+from tests.cluster.lab_inventory import WORKER_3, write_inventory
 from tests.cluster.per_node import check_daemonset_per_node
-from tests.cluster.power import reset_guest, shrink_cell
+from tests.cluster.power import reset_guest, reshape, shrink_cell
 from tests.cluster.steps import NOTES, failure_excerpt, note_deploy, note_durations, note_outages, note_rows, step
 from tests.cluster.timed_run import run_timed
 from tests.lab.conftest import (
@@ -76,7 +82,7 @@ from tests.lab.conftest import (
     leftovers,
     run_numalab,
 )
-from tests.lab.shapes import CLUSTER_WORKER_NUMA
+from tests.lab.shapes import FOUR_CELL_NUMA
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
 DEPLOY = str(REPO / "deploys" / "cluster.py")
@@ -110,51 +116,6 @@ def failed_run(output: str) -> str:
 def changes(run: subprocess.CompletedProcess[str]) -> str:
     """The Grand total's Success column: '-' when no operation changed anything."""
     return results_row(run.stdout + run.stderr, "Grand total")[1]
-
-
-WORKER_3 = {"name": "worker-3", "groups": ["rke2_agents"], "numa": CLUSTER_WORKER_NUMA}
-WORKER_3_SETTINGS = {"cpu-manager-policy-options": {"full-pcpus-only": "true"}}
-# inventories/kvm.py's lab without its worker-2 (worker-1's twin): worker-3 is the second worker.
-WITHOUT_WORKER_2 = textwrap.dedent("""
-    _lab = lab_from_dict({"settings": _settings, "guests": [g for g in _GUESTS if g["name"] != "worker-2"]
-                                                           + extra_guests(os.environ)})
-    _groups = pyinfra_groups(_lab)
-    lab_guests, registry = _groups["lab_guests"], _groups["registry"]
-    rke2_servers, rke2_agents = _groups["rke2_servers"], _groups["rke2_agents"]
-    """)
-
-
-def write_inventory(path: Path, memory_policy: str | None = None, numa_align_install: str | None = None,
-                    worker_1_offline: str | None = None, worker_1_cell_1: str | None = None) -> Path:
-    """inventories/kvm.py with worker-3's CPU Manager options, and maybe the workers' Memory Manager policy,
-    numa-align's install (systemd by default, or daemonset: the lab registry's image) and CPUs of worker-1's
-    cell 1 declared offline."""
-    override = textwrap.dedent(f"""
-        for _name, _data in rke2_agents:
-            _data["kubelet_settings"] = {WORKER_3_SETTINGS!r} if _data["kvm_guest"] == "worker-3" else {{}}
-        """)
-    if memory_policy is not None:
-        override += textwrap.dedent(f"""
-            for _name, _data in rke2_agents:
-                _data["kubelet_settings"]["memory-manager-policy"] = {memory_policy!r}
-            """)
-    if numa_align_install is not None:
-        override += textwrap.dedent(f"""
-            for _name, _data in rke2_agents:
-                _data["numa_align_install"] = {numa_align_install!r}
-            """)
-    cell_1 = {**({"memory": worker_1_cell_1} if worker_1_cell_1 is not None else {}),
-              **({"offline_cpus": worker_1_offline} if worker_1_offline is not None else {})}
-    if cell_1:  # worker-1's cell 1 as changed under the lab (CPUs offline, memory in the domain): declared so
-        override += textwrap.dedent(f"""
-            for _name, _data in rke2_agents:
-                if _data["kvm_guest"] == "worker-1":
-                    _data["numa"] = {{**_data["numa"], "cells": [
-                        {{**c, **{cell_1!r}}} if c["id"] == 1 else c
-                        for c in _data["numa"]["cells"]]}}
-            """)
-    path.write_text(f"exec(open({str(REPO / 'inventories' / 'kvm.py')!r}).read())\n{WITHOUT_WORKER_2}{override}")
-    return path
 
 
 def deploy(inventory: Path, env: dict[str, str], label: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -332,8 +293,13 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         assert marks == sorted(marks), marks
         memory_state = json.loads(ssh(state, "worker-3", "cat /var/lib/kubelet/memory_manager_state").stdout)
         assert memory_state["policyName"] == "None", memory_state
-        with step("e2e pinned pods under None, numa-align as a DaemonSet"):
+        # The second run of the deploy goes beside these pods: it changes nothing, so it cannot disturb them (were it
+        # to plan a change, its count says so below), and the two steps' waits on the lab are spent once.
+        with step("e2e pinned pods under None, numa-align as a DaemonSet, beside the second deploy (no changes)"), \
+                ThreadPoolExecutor(max_workers=1) as beside:
+            second = beside.submit(deploy, none_inventory, env, "again", 1800)
             pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
+            again = second.result()
         note_outages(pinned.stdout)
         assert pinned.returncode == 0, failure_excerpt(pinned.stdout + pinned.stderr, 6000) + guest_history(
             state, WORKERS)
@@ -343,20 +309,33 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                             "next run planned the reset for cpu_manager_state (said why), drained, kubelet back on "
                             "CPUs 0-2; pinned pods passed on online CPUs", "within the reset run (step times)",
                             "nothing (its pods evicted through the Eviction API, as a reset does)"))
-        # The second run of the deploy changes nothing: every stage is idempotent, and the reset happened once.
-        with step("second deploy (no changes)"):
-            again = deploy(none_inventory, env, "again", timeout=1800)
+        # The second run of the deploy changed nothing: every stage is idempotent, and the reset happened once.
         assert again.returncode == 0, failed_run(again.stdout + again.stderr)
         assert changes(again) == "-", "the second run changed something: " + (again.stdout + again.stderr)[-4000:]
-        # Back to the unit: the DaemonSet and its pods go first, the unit registers again.
-        systemd_inventory = write_inventory(tmp_path / "inventory-systemd.py", memory_policy="None",
-                                            worker_1_offline="3", worker_1_cell_1=SHRUNK_CELL if EXTENDED else None)
-        with step("numa-align back to its systemd unit"):
+        # worker-1 re-cut into four cells with unequal distances and powered off and on; the run that takes
+        # numa-align back to its unit (the DaemonSet and its pods go first, the unit registers again) also sets
+        # worker-1's kubelet to restricted + prefer-closest-numa-nodes, then explain meets the kubelet there.
+        systemd_inventory = write_inventory(tmp_path / "inventory-systemd.py", memory_policy="None", four_cells=True)
+        with step("worker-1 re-cut into 4 cells with unequal distances (power cycle)"):
+            boot = boot_id(state, "worker-1")
+            recut = replace(lab.guest("worker-1"), topology=guest_topology("worker-1", {"numa": FOUR_CELL_NUMA}))
+            NOTES.append(reshape(lab, recut))  # the inventory declares it (its lab data keeps the first shape)
+            wait_booted(state, "worker-1", boot)
+            distances = ssh(state, "worker-1", "cat /sys/devices/system/node/node2/distance").stdout.split()
+            assert distances == ["30", "30", "10", "12"], distances  # the guest's ACPI SLIT as the domain gave it
+        with step("numa-align back to its systemd unit; worker-1 on 4 cells, restricted + prefer-closest"):
             back = deploy(systemd_inventory, env, "back", timeout=1800)
         back_output = back.stdout + back.stderr
         assert back.returncode == 0, failed_run(back_output)
         assert "Remove the numa-align DaemonSet first" in back_output
+        assert ("verify worker-1: " + " ".join(f"numa-align/numa-{n}=100" for n in range(4))
+                + " | cpu static, memory None, topology restricted/pod") in back_output, failed_run(back_output)
         check_numa_align(state, "systemd")
+        with step("e2e explain vs kubelet on the 4-cell worker (restricted + prefer-closest-numa-nodes)"):
+            closest = e2e(state, env, "e2e/test_8_explain_agreement.py", "--explain-pairs", "closest")
+        note_outages(closest.stdout)
+        assert closest.returncode == 0, failure_excerpt(closest.stdout + closest.stderr, 6000)
+        NOTES.append(assert_closest_pairs(closest.stdout + closest.stderr, "worker-1"))
         assert not FAILED, "fault cases failed:\n" + "\n".join(FAILED)
     finally:
         with step("destroy"):

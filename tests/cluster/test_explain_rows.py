@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster.checks import assert_explain_agreement
+from tests.cluster.checks import assert_closest_pairs, assert_explain_agreement
 
 
 def table(results: list[str], line: str | None = None) -> str:
@@ -28,3 +28,30 @@ def test_every_pair_agreeing_over_thirty_is_the_summary_line() -> None:
 def test_a_disagreement_a_short_corpus_or_no_line_fails(text: str) -> None:
     with pytest.raises(AssertionError):
         assert_explain_agreement(text)
+
+
+def closest(took: str = "2,3", lowest: str = "1,2", result: str = "pass", rows: int = 3) -> str:
+    lines = [f"worker-1  *  explain:closest-pair  {result}  -  -  predicted admitted cpu 2,3, kubelet admitted cpu "
+             f"{took}; without prefer-closest-numa-nodes: cpu {lowest}",
+             "worker-1  *  explain:closest-pair-after-filler  pass  -  -  predicted admitted cpu 1,3, kubelet "
+             "admitted cpu 1,3; without prefer-closest-numa-nodes: cpu 1,3",
+             "worker-1  *  explain:closest-three-cells  pass  -  -  predicted admitted cpu 1,2,3, kubelet admitted "
+             "cpu 1,2,3"][:rows]
+    return "\n".join(["WORKER  NUMA  CASE  RESULT  CPUS  MEMS  DETAIL", *lines,
+                      f"explain vs kubelet: {rows}/{rows} pairs agree"])
+
+
+def test_closest_pairs_agreeing_with_the_option_in_effect_are_a_summary_line() -> None:
+    line = assert_closest_pairs(closest(), "worker-1")
+    assert "3/3 pairs agree" in line and "cells 2,3" in line and "lowest pair 1,2" in line
+
+
+@pytest.mark.parametrize("text", [
+    closest(result="FAIL"),  # explain and the kubelet disagreed
+    closest(took="1,2"),  # the kubelet took the lowest pair: the option had no effect, the pair shows nothing
+    closest(rows=1),  # too few pairs ran
+    closest().replace("worker-1", "worker-3"),  # not on the 4-cell worker
+])
+def test_closest_pairs_fail_on_a_disagreement_no_effect_or_too_few_rows(text: str) -> None:
+    with pytest.raises(AssertionError):
+        assert_closest_pairs(text, "worker-1")

@@ -20,3 +20,12 @@ CLUSTER_WORKER_NUMA = {
 Manager with full-pcpus-only. The kubelet's CPUsPerCore is online CPUs // cores with an online CPU, so vCPU 7
 alone offline gives 7 // 4 = 1 and turns the whole-core check off; numa-lab refuses full-pcpus-only there
 (numalab.model.kubelet_shape.check_whole_cores)."""
+
+FOUR_CELL_NUMA = {
+    "cells": [{"id": cell, "cpus": str(cell), "memory": "1Gi"} for cell in range(4)],
+    "distances": [[10, 20, 30, 30], [20, 10, 30, 30], [30, 30, 10, 12], [30, 30, 12, 10]],
+}
+"""The cluster test's worker-1 re-cut into four one-CPU cells with unequal distances (two pairs of near cells, as
+on a board with sub-NUMA clustering): with CPU 0 reserved, a pod of 2 CPUs fits in three 2-cell masks of the
+same width, and only prefer-closest-numa-nodes makes the kubelet take cells 2 and 3 (distance 12) over the
+lowest pair, 1 and 2 (distance 30)."""
