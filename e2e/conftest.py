@@ -51,6 +51,7 @@ class Settings:
     restart_worker: str | None
     ssh_host_format: str
     prometheus_url: str = ""  # "": the prometheus case is n/a
+    explain_pairs: str = "all"  # case 8: every pair, or "closest": only the closest- pairs
 
     def ssh_host(self, worker: str) -> str:
         return self.ssh_host_format.format(node=worker)
@@ -82,6 +83,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--prometheus-url", default=os.environ.get("NUMALAB_PROMETHEUS_URL", ""),
                     help="Prometheus scraping numa-align (the lab's: http://REGISTRY_ADDRESS:9090; default "
                          "$NUMALAB_PROMETHEUS_URL, else none: the prometheus case is n/a)")
+    group.addoption("--explain-pairs", choices=("all", "closest"), default="all",
+                    help="case 8's pairs: all (default), or closest: only those of workers under restricted or "
+                         "best-effort with prefer-closest-numa-nodes (a failing row when no worker has any)")
 
 
 def _ssh_config(config: pytest.Config) -> str | None:
@@ -106,6 +110,7 @@ def _settings(config: pytest.Config) -> Settings:
         restart_worker=opt.restart_worker,
         ssh_host_format=opt.ssh_host_format,
         prometheus_url=opt.prometheus_url.strip(),
+        explain_pairs=opt.explain_pairs,
     )
 
 

@@ -6,16 +6,17 @@ image's `sleep`, tiny requests); a pod as read and numa-align's allocations anno
 are sized from the worker's own cells (available CPUs, memory and hugepages per cell, CPUs per whole core under
 full-pcpus-only), never from its name. `expect` is what the kubelet's rules give (k8s.io/kubernetes v1.36.3:
 single-numa-node keeps one-cell hints, the narrowest then lowest cell wins; scope pod takes max(init, sum of
-apps)); it is written only for a worker run that way, and only the unit tests judge explain against it; the e2e
-case judges explain against the kubelet.
+apps)); it is written only for a worker run that way (the closest- pairs of closest_pairs.py follow their own
+rule), and only the unit tests judge explain against it; the e2e case judges explain against the kubelet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from closest_pairs import closest_pairs, prefer_closest
 from kubelet_outcome import DEVICE, Outcome
 from numa_align.devices import resource_name
 from probe_pods import RESTRICTED, SUITE_LABEL, devices_for, dns_label
@@ -34,18 +35,22 @@ TAE, SMT, UNEXPECTED, OUT_OF_CPU = "TopologyAffinityError", "SMTAlignmentError",
 
 @dataclass(frozen=True)
 class Cell:
-    """What one NUMA cell has available now: whole CPUs, memory and hugepages-2Mi bytes."""
+    """What one NUMA cell has available now: whole CPUs, memory and hugepages-2Mi bytes; capacity: its online CPUs,
+    reserved included (what the kubelet sizes a hint's width by); costs: distance to each cell id."""
 
     id: int
     cpus: int
     memory: int
     hugepages: int
+    capacity: int = 0
+    costs: Mapping[int, int] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
 class Shape:
     """A worker as the corpus sizes pods for it. unit: CPUs a Guaranteed container asks (a whole core under
-    full-pcpus-only); rules: single-numa-node, scope pod, static CPU Manager (the rules `expect` follows)."""
+    full-pcpus-only); rules: single-numa-node, scope pod, static CPU Manager (the rules `expect` follows);
+    policy, prefer_closest, cpu_static, scope: what closest_pairs needs to know of the kubelet."""
 
     worker: str
     cells: tuple[Cell, ...]
@@ -54,6 +59,10 @@ class Shape:
     node_cpus: int
     capacity_mode: str
     rules: bool
+    policy: str = ""
+    prefer_closest: bool = False
+    cpu_static: bool = False
+    scope: str = "container"
 
     def minus(self, cell: int, cpus: int, memory: int) -> Shape:
         """The shape once a filler holds `cpus` and `memory` of `cell`."""
@@ -65,7 +74,9 @@ class Shape:
 @dataclass(frozen=True)
 class Pair:
     """One pod for one worker, after `fillers` (pods left admitted to take cells) are in; holds: the kubelet
-    reports an allocation for it once admitted (exclusive CPUs, Static-placed memory or numa-align devices)."""
+    reports an allocation for it once admitted (exclusive CPUs, Static-placed memory or numa-align devices);
+    baseline: the kubelet's outcome in the setting `baseline_is` names (closest- pairs only: without
+    prefer-closest-numa-nodes, or under scope pod for a pod aligned container by container)."""
 
     name: str
     worker: str
@@ -73,18 +84,28 @@ class Pair:
     fillers: tuple[dict[str, Any], ...] = ()
     expect: Outcome | None = None
     holds: bool = False
+    baseline: Outcome | None = None
+    baseline_is: str = "without prefer-closest-numa-nodes"
 
 
 def worker_shape(worker: str, nrt: Mapping[str, Any], node: Mapping[str, Any] | None,
                  kubelet_config: Mapping[str, Any], unit: int, capacity_mode: str) -> Shape:
-    """From the worker's NRT zones (available per cell), Node allocatable and kubelet configuration."""
-    free = {z.numa_id: {name: a.available for name, a in z.resources.items()} for z in parse_nrt(nrt).zones
-            if z.numa_id is not None}
-    cells = [Cell(i, f.get("cpu", 0), f.get("memory", 0), f.get(HUGEPAGES, 0)) for i, f in free.items()]
-    rules = (kubelet_config.get("topologyManagerPolicy"), kubelet_config.get("topologyManagerScope"),
-             kubelet_config.get("cpuManagerPolicy")) == ("single-numa-node", "pod", "static")
+    """From the worker's NRT zones (available and CPU capacity per cell, costs), Node allocatable and kubelet
+    configuration."""
+    zones = [z for z in parse_nrt(nrt).zones if z.numa_id is not None]
+    cells = []
+    for zone in zones:
+        free = {name: a.available for name, a in zone.resources.items()}
+        cpu = zone.resources.get("cpu")
+        costs = {int(n.removeprefix("node-")): v for n, v in zone.costs.items() if n.removeprefix("node-").isdigit()}
+        cells.append(Cell(zone.numa_id, free.get("cpu", 0), free.get("memory", 0), free.get(HUGEPAGES, 0),
+                          cpu.capacity if cpu else 0, costs))
+    policy, cpu_policy = kubelet_config.get("topologyManagerPolicy"), kubelet_config.get("cpuManagerPolicy")
+    rules = (policy, kubelet_config.get("topologyManagerScope"), cpu_policy) == ("single-numa-node", "pod", "static")
     return Shape(worker, tuple(cells), unit, kubelet_config.get("memoryManagerPolicy") == "Static",
-                 node_allocatable(node).get("cpu", 0) // 1000, capacity_mode, rules)
+                 node_allocatable(node).get("cpu", 0) // 1000, capacity_mode, rules, str(policy or "none"),
+                 prefer_closest(kubelet_config), cpu_policy == "static",
+                 str(kubelet_config.get("topologyManagerScope") or "container"))
 
 
 def fit(shape: Shape, cpus: int, memory: int, device: int | None = None, hugepages: int = 0) -> int | None:
@@ -208,7 +229,7 @@ def corpus(shape: Shape, image: str) -> list[Pair]:
                   b.pair("whole-core-odd", [b.guaranteed("app", u + 1)], whole_cores(shape, u + 1))]
     if shape.memory_static:
         pairs += _memory_pairs(b, shape)
-    return pairs + _exhausted_pairs(b, shape)
+    return pairs + _exhausted_pairs(b, shape) + closest_pairs(b, shape)
 
 
 def _memory_pairs(b: _Builder, shape: Shape) -> list[Pair]:

@@ -5,8 +5,10 @@ runs in-process on fresh API reads for that worker (the same reads as `numalab e
 created on the worker by spec.nodeName (no scheduler in between); the kubelet's verdict is read back (a Failed
 pod's reason, else its cells from the annotation, which carries PodResources' assignment); then the pod and
 fillers are deleted (grace 0) and seen gone from the annotation, so the next pair is explained on the node state
-the kubelet then judges. The workers' sequences run side by side, one thread each. Every wait is an
-api_outages.Deadline: the API server restarted under the suite gives the wait its time back.
+the kubelet then judges. A closest- pair's row also names the kubelet's outcome without prefer-closest-numa-nodes
+and fails when the kubelet gave exactly that where the option should change it (--explain-pairs closest runs only
+those pairs). The workers' sequences run side by side, one thread each. Every wait is an api_outages.Deadline: the
+API server restarted under the suite gives the wait its time back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import urllib3
+from closest_pairs import against_baseline, none_to_run, selected
 from explain_corpus import CASE, Pair, corpus, worker_shape
 from kube import Cluster
 from kubelet_outcome import compare, real_outcome
@@ -122,8 +125,12 @@ class PairRunner:
         allocations, why = None, ""
         if real_outcome(pod, None, {}).verdict == "admitted":
             allocations, why = self.settled(name, pair.holds)
-        ok, detail = compare(predicted, real_outcome(pod, allocations, self.cells))
-        return ok, detail + why
+        real = real_outcome(pod, allocations, self.cells)
+        ok, detail = compare(predicted, real)
+        if pair.baseline is None:
+            return ok, detail + why
+        unlike, note = against_baseline(pair.expect, pair.baseline, real, pair.baseline_is)  # did it matter?
+        return ok and unlike, detail + why + note
 
     def run(self, pair: Pair) -> tuple[Pair, bool, str]:
         """Run one pair and clean up after it, whatever happened."""
@@ -156,7 +163,9 @@ def test_explain_agrees_with_the_kubelet(cluster, workers, settings, pinned_cpus
         shape = worker_shape(worker, nrt, cluster.node(worker), cluster.configz(worker)["kubeletconfig"],
                              pinned_cpus[worker], settings.capacity_mode)
         plans.append((PairRunner(cluster, source, worker, cell_cpus(hosts[worker], nrt)),
-                      corpus(shape, settings.probe_image)))
+                      selected(corpus(shape, settings.probe_image), settings.explain_pairs)))
+    if missing := none_to_run((pairs for _, pairs in plans), settings.explain_pairs):
+        results.add(ALL_NODES, ALL_NODES, f"{CASE}:closest", False, detail=missing)
     with ThreadPoolExecutor(max_workers=max(1, len(plans))) as pool:
         done = list(pool.map(lambda plan: [plan[0].run(pair) for pair in plan[1]], plans))
     for rows in done:

@@ -92,22 +92,25 @@ def assert_explain_agreement(table: str) -> str:
 
 
 def assert_closest_pairs(table: str, worker: str) -> str:
-    """The e2e run on the 4-cell worker: its `explain:closest-*` rows (at least two) all agree, and in the
-    closest-pair row the kubelet took other cells than the lowest equally wide pair, the one it takes without
-    prefer-closest-numa-nodes (else the pair shows nothing of the option). Returns a line for the summary."""
+    """The e2e run on the 4-cell worker: its `explain:closest-*` rows all agree, and the kubelet's cells differ
+    from those of the setting each pair is there to tell apart: closest-pair from the lowest equally wide pair
+    (what the kubelet takes without prefer-closest-numa-nodes), closest-containers from the closest pair (what
+    scope pod gives). Otherwise the pair shows nothing of the setting. Returns a line for the summary."""
     rows = [line for line in table.splitlines() if line.split()[:1] == [worker] and len(line.split()) > 3
             and line.split()[2].startswith("explain:closest")]
-    assert len(rows) >= 2, f"{len(rows)} closest rows for {worker}:\n" + table[-3000:]
     failing = [row for row in rows if row.split()[3] != "pass"]
     assert not failing, "\n".join(failing)
-    pair = next((row for row in rows if row.split()[2] == "explain:closest-pair"), None)
-    assert pair is not None, "\n".join(rows)
-    took = re.search(r"kubelet admitted cpu ([\d,]+)", pair)
-    lowest = re.search(r"without prefer-closest-numa-nodes: cpu ([\d,]+)", pair)
-    assert took and lowest and took.group(1) != lowest.group(1), pair
-    return (f"explain vs kubelet on 4-cell {worker} (restricted + prefer-closest-numa-nodes): {len(rows)}/{len(rows)}"
-            f" pairs agree; a 2-CPU pod got cells {took.group(1)} as explain said, not the lowest pair "
-            f"{lowest.group(1)}")
+    said = []
+    for name, setting in (("closest-pair", "without prefer-closest-numa-nodes"),
+                          ("closest-containers", "under topology-manager-scope pod")):
+        row = next((row for row in rows if row.split()[2] == f"explain:{name}"), None)
+        assert row is not None, f"no explain:{name} row for {worker}:\n" + "\n".join(rows or [table[-3000:]])
+        took = re.search(r"kubelet admitted cpu ([\d,]+)", row)
+        other = re.search(rf"{setting}: cpu ([\d,]+)", row)
+        assert took and other and took.group(1) != other.group(1), row
+        said.append(f"{name} got cells {took.group(1)} as explain said ({setting}: {other.group(1)})")
+    return (f"explain vs kubelet on 4-cell {worker} (restricted, prefer-closest-numa-nodes, scope container): "
+            f"{len(rows)}/{len(rows)} pairs agree; " + "; ".join(said))
 
 
 def check_real_server_worker(state: Path, env: dict[str, str], inventory: Path) -> None:

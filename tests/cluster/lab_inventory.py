@@ -12,10 +12,10 @@ from tests.lab.shapes import CLUSTER_WORKER_NUMA, FOUR_CELL_NUMA
 
 WORKER_3 = {"name": "worker-3", "groups": ["rke2_agents"], "numa": CLUSTER_WORKER_NUMA}
 WORKER_3_SETTINGS = {"cpu-manager-policy-options": {"full-pcpus-only": "true"}}
-FOUR_CELL_SETTINGS = {"topology-manager-policy": "restricted",
+FOUR_CELL_SETTINGS = {"topology-manager-policy": "restricted", "topology-manager-scope": "container",
                       "topology-manager-policy-options": {"prefer-closest-numa-nodes": "true"}}
-"""worker-1 once re-cut into FOUR_CELL_NUMA: the policy under which the kubelet may join cells, and picks the
-closest of equally wide masks."""
+"""worker-1 once re-cut into FOUR_CELL_NUMA: the policy under which the kubelet may join cells and picks the
+closest of equally wide masks, each container aligned on its own (the lab's other workers align whole pods)."""
 # inventories/kvm.py's lab without its worker-2 (worker-1's twin): worker-3 is the second worker.
 WITHOUT_WORKER_2 = textwrap.dedent("""
     _lab = lab_from_dict({"settings": _settings, "guests": [g for g in _GUESTS if g["name"] != "worker-2"]

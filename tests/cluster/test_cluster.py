@@ -323,13 +323,13 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             wait_booted(state, "worker-1", boot)
             distances = ssh(state, "worker-1", "cat /sys/devices/system/node/node2/distance").stdout.split()
             assert distances == ["30", "30", "10", "12"], distances  # the guest's ACPI SLIT as the domain gave it
-        with step("numa-align back to its systemd unit; worker-1 on 4 cells, restricted + prefer-closest"):
+        with step("numa-align back to its unit; worker-1 on 4 cells: restricted, prefer-closest, container scope"):
             back = deploy(systemd_inventory, env, "back", timeout=1800)
         back_output = back.stdout + back.stderr
         assert back.returncode == 0, failed_run(back_output)
         assert "Remove the numa-align DaemonSet first" in back_output
         assert ("verify worker-1: " + " ".join(f"numa-align/numa-{n}=100" for n in range(4))
-                + " | cpu static, memory None, topology restricted/pod") in back_output, failed_run(back_output)
+                + " | cpu static, memory None, topology restricted/container") in back_output, failed_run(back_output)
         check_numa_align(state, "systemd")
         with step("e2e explain vs kubelet on the 4-cell worker (restricted + prefer-closest-numa-nodes)"):
             closest = e2e(state, env, "e2e/test_8_explain_agreement.py", "--explain-pairs", "closest")

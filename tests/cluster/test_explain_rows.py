@@ -30,28 +30,29 @@ def test_a_disagreement_a_short_corpus_or_no_line_fails(text: str) -> None:
         assert_explain_agreement(text)
 
 
-def closest(took: str = "2,3", lowest: str = "1,2", result: str = "pass", rows: int = 3) -> str:
+def closest(took: str = "2,3", lowest: str = "1,2", result: str = "pass", split: str = "1,2") -> str:
     lines = [f"worker-1  *  explain:closest-pair  {result}  -  -  predicted admitted cpu 2,3, kubelet admitted cpu "
              f"{took}; without prefer-closest-numa-nodes: cpu {lowest}",
-             "worker-1  *  explain:closest-pair-after-filler  pass  -  -  predicted admitted cpu 1,3, kubelet "
-             "admitted cpu 1,3; without prefer-closest-numa-nodes: cpu 1,3",
              "worker-1  *  explain:closest-three-cells  pass  -  -  predicted admitted cpu 1,2,3, kubelet admitted "
-             "cpu 1,2,3"][:rows]
-    return "\n".join(["WORKER  NUMA  CASE  RESULT  CPUS  MEMS  DETAIL", *lines,
-                      f"explain vs kubelet: {rows}/{rows} pairs agree"])
+             "cpu 1,2,3; without prefer-closest-numa-nodes: cpu 1,2,3",
+             f"worker-1  *  explain:closest-containers  pass  -  -  predicted admitted cpu 1,2, kubelet admitted cpu "
+             f"{split}; under topology-manager-scope pod: cpu 2,3"]
+    return "\n".join(["WORKER  NUMA  CASE  RESULT  CPUS  MEMS  DETAIL", *lines, "explain vs kubelet: 3/3 pairs agree"])
 
 
-def test_closest_pairs_agreeing_with_the_option_in_effect_are_a_summary_line() -> None:
+def test_closest_pairs_agreeing_with_both_settings_in_effect_are_a_summary_line() -> None:
     line = assert_closest_pairs(closest(), "worker-1")
-    assert "3/3 pairs agree" in line and "cells 2,3" in line and "lowest pair 1,2" in line
+    assert "3/3 pairs agree" in line and "closest-pair got cells 2,3" in line
+    assert "closest-containers got cells 1,2" in line
 
 
 @pytest.mark.parametrize("text", [
     closest(result="FAIL"),  # explain and the kubelet disagreed
-    closest(took="1,2"),  # the kubelet took the lowest pair: the option had no effect, the pair shows nothing
-    closest(rows=1),  # too few pairs ran
+    closest(took="1,2"),  # the kubelet took the lowest pair: prefer-closest had no effect, the pair shows nothing
+    closest(split="2,3"),  # the containers took the pod's cells: scope container had no effect
+    "\n".join(line for line in closest().splitlines() if "closest-containers" not in line),  # a pair missing
     closest().replace("worker-1", "worker-3"),  # not on the 4-cell worker
 ])
-def test_closest_pairs_fail_on_a_disagreement_no_effect_or_too_few_rows(text: str) -> None:
+def test_closest_pairs_fail_on_a_disagreement_no_effect_or_a_missing_pair(text: str) -> None:
     with pytest.raises(AssertionError):
         assert_closest_pairs(text, "worker-1")

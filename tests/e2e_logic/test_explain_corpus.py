@@ -19,6 +19,7 @@ from tests.explain.cluster import MI, configz, node, nrt, res
 
 sys.modules.setdefault("probe_pods", load_e2e_module("probe_pods"))  # explain_corpus imports them as the suite does
 outcome_module = sys.modules.setdefault("kubelet_outcome", load_e2e_module("kubelet_outcome"))
+sys.modules.setdefault("closest_pairs", load_e2e_module("closest_pairs"))
 corpus_module = load_e2e_module("explain_corpus")
 Outcome = outcome_module.Outcome
 HP = "hugepages-2Mi"
@@ -45,19 +46,27 @@ def _filler_cells(fillers: tuple[dict, ...]) -> list[tuple[int, int, int, int]]:
     return found
 
 
-def objects(worker: str, fillers: tuple[dict, ...] = ()) -> tuple[dict, dict, list[dict], dict]:
+def objects(worker: str, fillers: tuple[dict, ...] = (), shape: dict | None = None
+            ) -> tuple[dict, dict, list[dict], dict]:
     """The worker's NRT object, Node, pods and /configz with the fillers admitted, as numa-align and the API
-    would show them."""
-    shape = WORKERS[worker]
+    would show them. shape: WORKERS' form (default the worker's), optionally with distances (rows by cell),
+    policy, scope (default pod), memory_policy and topology_options; without the Static Memory Manager no memory
+    is placed."""
+    shape = shape or WORKERS[worker]
+    policy, memory_policy = shape.get("policy", "single-numa-node"), shape.get("memory_policy", "Static")
+    scope = shape.get("scope", "pod")
+    distances = shape.get("distances")
     held: dict[int, tuple[int, int, int]] = {}
     for cell, *amounts in _filler_cells(fillers):
         held[cell] = tuple(a + b for a, b in zip(held.get(cell, (0, 0, 0)), amounts, strict=True))
     zones, ids = [], [c[0] for c in shape["cells"]]
     for cell, cpus, allocatable, memory, pages in shape["cells"]:
         took_cpus, took_memory, took_devices = held.get(cell, (0, 0, 0))
+        took_memory *= memory_policy == "Static"
         resources = [res("memory", memory + 200 * MI, memory, memory - took_memory)]
-        zone: dict[str, Any] = {"name": f"node-{cell}", "type": "Node",
-                                "costs": [{"name": f"node-{i}", "value": 10 if i == cell else 20} for i in ids]}
+        costs = distances[cell] if distances else [10 if i == cell else 20 for i in ids]
+        zone: dict[str, Any] = {"name": f"node-{cell}", "type": "Node", "costs": [
+            {"name": f"node-{i}", "value": cost} for i, cost in zip(ids, costs, strict=True)]}
         if cpus:
             free = allocatable - took_cpus
             resources = [res("cpu", cpus, allocatable, free), *resources,
@@ -68,16 +77,18 @@ def objects(worker: str, fillers: tuple[dict, ...] = ()) -> tuple[dict, dict, li
             resources.append(res(HP, pages, pages, pages))
         zone["resources"] = resources
         zones.append(zone)
-    allocations = {f"ns/{body['metadata']['name']}": {"cpus": "", "numa_nodes": [cell], "memory": {str(cell): memory},
-                                                      "devices": {f"numa-align/numa-{cell}": devices}}
-                   for body, (cell, _, memory, devices) in zip(fillers, _filler_cells(fillers), strict=True)}
-    obj = nrt(worker, zones, "single-numa-node", "pod", allocations, cpusPerCore=str(shape["unit"]))
+    allocations = {f"ns/{body['metadata']['name']}": {
+        "cpus": "", "numa_nodes": [cell], "memory": {str(cell): memory} if memory_policy == "Static" else {},
+        "devices": {f"numa-align/numa-{cell}": devices}}
+        for body, (cell, _, memory, devices) in zip(fillers, _filler_cells(fillers), strict=True)}
+    obj = nrt(worker, zones, policy, scope, allocations, cpusPerCore=str(shape["unit"]))
     devices = {f"numa-align/numa-{c[0]}": str(DEVICES) for c in shape["cells"] if c[1]}
     the_node = node(worker, cpu=shape["node_cpu"], memory=f"{sum(c[3] for c in shape['cells']) // MI}Mi",
                     **{HP: f"{sum(c[4] for c in shape['cells']) // MI}Mi", **devices})
     pods = [{**body, "metadata": {**body["metadata"], "namespace": "ns"}, "status": {"phase": "Running"}}
             for body in fillers]
-    config = configz("single-numa-node", "pod", "Static", cpu_options=shape["options"])
+    config = configz(policy, scope, memory_policy, cpu_options=shape["options"],
+                     topology_options=shape.get("topology_options"))
     return obj, the_node, pods, config
 
 
