@@ -18,6 +18,7 @@ from pyinfra import host
 from numalab.deploy import (
     base,
     cluster_dns,
+    cluster_dns_rolled_out,
     context,
     control_plane,
     kube_proxy,
@@ -69,16 +70,19 @@ def node_stage(reset: list[str]) -> None:
 if roles and context.runs_pods(host):
     reset = planned_node_reset() if distribution == "upstream" else planned_rke2_reset()
     one_node_at_a_time(lambda: node_stage(reset), reset)  # nodes that reset in turn, each drained alone
+dns_rollout = False
 if "rke2_servers" in roles:
     topology_api(distribution)  # the NodeResourceTopology CRD and numa-align's rights, before it publishes
+    if distribution == "upstream":
+        dns_rollout = cluster_dns()  # RKE2 ships its own CoreDNS and kube-proxy; its rollout is waited for last
 stage_barrier(before="numa-align")
 if roles and context.runs_pods(host):
     numa_align()
     verify()
-if "rke2_servers" in roles and distribution == "upstream":
-    cluster_dns()  # RKE2 ships its own CoreDNS and kube-proxy
 if "registry" in roles:
     metrics()  # Prometheus scraping every node's numa-align (numa_metrics)
 stage_barrier(before="the NUMA-aware scheduler")  # numa-align runs on every node: their NRT objects come next
 if "rke2_servers" in roles:
     numa_scheduler()  # starts once every node published its NodeResourceTopology
+if dns_rollout:
+    cluster_dns_rolled_out()  # CoreDNS's pod started while the stages above ran

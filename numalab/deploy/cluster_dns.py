@@ -1,8 +1,9 @@
 """Stage `cluster_dns` (the control-plane host, distribution upstream): CoreDNS behind the cluster DNS
 Service, from the image the registry stage pushed (numalab.images.lab_images, key `coredns`).
 
-Applied only when the rendered manifest's checksum differs from the live Deployment's, then waited for
-until rolled out; a second run with nothing changed applies and waits for nothing. RKE2 ships its own.
+Applied only when the rendered manifest's checksum differs from the live Deployment's, and waited for until
+rolled out at the end of the run (`cluster_dns_rolled_out`); a second run with nothing changed applies and waits
+for nothing. RKE2 ships its own.
 """
 
 from __future__ import annotations
@@ -49,17 +50,26 @@ def live_checksum(kubeconfig) -> str | None:  # noqa: ANN001 - a Path
 
 
 @deploy("cluster_dns")
-def cluster_dns() -> None:
-    """CoreDNS's ServiceAccount, RBAC, Corefile, Deployment and the kube-dns Service at the cluster DNS IP."""
+def cluster_dns() -> bool:
+    """CoreDNS's ServiceAccount, RBAC, Corefile, Deployment and the kube-dns Service at the cluster DNS IP.
+    Returns whether its rollout is still to come: `cluster_dns_rolled_out` waits for it at the end of the run,
+    so its pod starts on a worker while the later stages run (on a first run about a minute under emulation)."""
     cluster = context.cluster_of(host)
     kubeconfig = context.state_dir(host) / "kubeconfig"
     text = coredns_manifest(cluster, coredns_image(cluster, controller.binaries(host).version))
     same = live_checksum(kubeconfig) == manifests.manifest_checksum(text, "Deployment")
     if same and api.deployment_ready(kubeconfig, NAMESPACE, NAME):
         host.noop(f"CoreDNS runs this manifest and is rolled out (Service at {cluster.dns_service_ip})")
-        return
+        return False
     if not same:
         python.call(name=f"Apply CoreDNS and the kube-dns Service at {cluster.dns_service_ip}",
                     function=manifests.apply, kubeconfig=kubeconfig, text=text)
+    return True
+
+
+@deploy("cluster_dns_rolled_out")
+def cluster_dns_rolled_out() -> None:
+    """Wait until the CoreDNS Deployment `cluster_dns` applied (or found not ready) is rolled out."""
     python.call(name="Wait until CoreDNS is rolled out", function=api.wait_deployment_ready,
-                kubeconfig=kubeconfig, namespace=NAMESPACE, deployment=NAME, timeout=ROLLOUT_TIMEOUT)
+                kubeconfig=context.state_dir(host) / "kubeconfig", namespace=NAMESPACE, deployment=NAME,
+                timeout=ROLLOUT_TIMEOUT)

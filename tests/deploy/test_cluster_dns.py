@@ -3,6 +3,9 @@ bind port 53 and nothing more, and a checksum that decides whether the stage app
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 import yaml
 
 from numalab.deploy.cluster_dns import coredns_manifest
@@ -11,8 +14,10 @@ from numalab.deploy.node import kubelet_config_text
 from numalab.model.cluster import Cluster
 from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.topology import Topology
+from tests.fakehost import fake_host
 
 IMAGE = "registry:5000/numa-lab/coredns:1.15.0"
+stage = importlib.import_module("numalab.deploy.cluster_dns")  # the module (the package exports its function)
 
 
 def documents(text: str) -> dict[str, dict]:
@@ -60,3 +65,35 @@ def test_the_checksum_follows_the_manifest(cluster: Cluster) -> None:
     checksum = manifest_checksum(text, "Deployment")
     assert documents(text)["Deployment"]["metadata"]["annotations"][MANIFEST_CHECKSUM] == checksum
     assert manifest_checksum(coredns_manifest(cluster, IMAGE.replace("1.15.0", "1.15.1")), "Deployment") != checksum
+
+
+def planned(monkeypatch, cluster: Cluster, live: str | None, ready: bool) -> tuple[bool, list[str]]:  # noqa: ANN001
+    """cluster_dns on a @fake control-plane host whose API shows a Deployment with checksum `live` (None: none),
+    rolled out or not; then, as deploys/cluster.py does at the end of a run, cluster_dns_rolled_out if asked.
+    (whether a rollout is still to come, the names of the operations planned)."""
+    monkeypatch.setattr(stage.context, "cluster_of", lambda host: cluster)
+    monkeypatch.setattr(stage.context, "state_dir", lambda host: Path("/nowhere"))
+    monkeypatch.setattr(stage.controller, "binaries", lambda host: type("B", (), {"version": "v1.36.3"})())
+    monkeypatch.setattr(stage, "coredns_image", lambda cluster, version: IMAGE)
+    monkeypatch.setattr(stage, "live_checksum", lambda kubeconfig: live)
+    monkeypatch.setattr(stage.api, "deployment_ready", lambda kubeconfig, namespace, name: ready)
+    with fake_host() as host:
+        pending = stage.cluster_dns()
+        if pending:
+            stage.cluster_dns_rolled_out()
+        names = [host.state.get_op_meta(op_hash).names for op_hash in host.state.get_op_order()]
+    return pending, [sorted(n)[0] for n in names]
+
+
+def test_coredns_is_applied_in_place_and_waited_for_last_and_a_current_one_is_left_alone(monkeypatch,
+                                                                                         cluster: Cluster) -> None:
+    current = manifest_checksum(coredns_manifest(cluster, IMAGE), "Deployment")
+    assert planned(monkeypatch, cluster, None, False) == (True, [
+        "cluster_dns | Apply CoreDNS and the kube-dns Service at 10.96.0.10",
+        "cluster_dns_rolled_out | Wait until CoreDNS is rolled out"])
+    assert planned(monkeypatch, cluster, current, False) == (True, [
+        "cluster_dns_rolled_out | Wait until CoreDNS is rolled out"])
+    assert planned(monkeypatch, cluster, current, True)[0] is False  # a second run: nothing to apply or wait for
+    assert planned(monkeypatch, cluster, "older", True) == (True, [
+        "cluster_dns | Apply CoreDNS and the kube-dns Service at 10.96.0.10",
+        "cluster_dns_rolled_out | Wait until CoreDNS is rolled out"])
