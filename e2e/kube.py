@@ -169,8 +169,9 @@ class Cluster:
     def pod(self, name: str) -> dict[str, Any]:
         return self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, self.namespace))
 
-    def delete_pods(self, names: Iterable[str], wait: float = 120.0) -> None:
-        """Delete pods and wait until they are gone, so their CPUs are free for the next case."""
+    def delete_pods(self, names: Iterable[str], wait: float = 120.0, every: float = POLL_SECONDS) -> None:
+        """Delete pods and wait until they are gone (read every `every` s), so their CPUs are free for the next
+        case."""
         names = list(names)
         for name in names:
             try:
@@ -179,7 +180,7 @@ class Cluster:
                 if exc.status != 404:
                     raise
         for name in names:
-            if not self._gone(lambda n=name: self.core.read_namespaced_pod(n, self.namespace), wait):
+            if not self._gone(lambda n=name: self.core.read_namespaced_pod(n, self.namespace), wait, every):
                 raise PodTrouble(f"pod {self.namespace}/{name} still exists {wait:.0f}s after deletion")
 
     def running_pods(self, nodes: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
@@ -266,8 +267,8 @@ class Cluster:
             time.sleep(POLL_SECONDS)
 
     def wait_until(self, name: str, judge: Callable[[dict[str, Any]], tuple[bool | None, str]],
-                   timeout: float | None = None) -> tuple[bool, str]:
-        """Poll a pod until judge(pod) returns a definite answer; a timeout is a failure."""
+                   timeout: float | None = None, every: float = POLL_SECONDS) -> tuple[bool, str]:
+        """Poll a pod every `every` s until judge(pod) returns a definite answer; a timeout is a failure."""
         limit = self.pod_timeout if timeout is None else timeout
         deadline = api_outages.Deadline(limit)
         while True:
@@ -276,7 +277,7 @@ class Cluster:
                 return verdict, why
             if deadline.passed():
                 return False, f"undecided after {deadline.describe()} ({why}): {self.explain(name)}"
-            time.sleep(POLL_SECONDS)
+            time.sleep(every)
 
     def _fail_fast(self, name: str, status: dict[str, Any]) -> None:
         for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
@@ -303,7 +304,7 @@ class Cluster:
             raise
 
     @staticmethod
-    def _gone(read: Callable[[], Any], wait: float) -> bool:
+    def _gone(read: Callable[[], Any], wait: float, every: float = POLL_SECONDS) -> bool:
         deadline = api_outages.Deadline(wait)
         while not deadline.passed():
             try:
@@ -312,5 +313,5 @@ class Cluster:
                 if exc.status == 404:
                     return True
                 raise
-            time.sleep(POLL_SECONDS)
+            time.sleep(every)
         return False

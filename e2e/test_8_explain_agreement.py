@@ -41,6 +41,9 @@ ADMISSION_SECONDS = 60.0
 ANNOTATION_SECONDS = 20.0
 SETTLE_SECONDS = 3.0
 """A pod that should hold nothing exclusive: how long an allocation the kubelet made anyway is looked for."""
+POLL_SECONDS = 1.0
+"""How often a pair's pods are read while the kubelet decides or deletes them: a pair is a few such waits, and
+the suite's 2 s (kube.POLL_SECONDS) added about a second to each."""
 
 
 def cell_cpus(host: Any, nrt: Mapping[str, Any]) -> dict[int, frozenset[int]]:
@@ -106,7 +109,8 @@ class PairRunner:
     def decided(self, name: str) -> dict[str, Any]:
         """The pod once the kubelet admitted or rejected it, or as it is after ADMISSION_SECONDS."""
         self.cluster.wait_until(name, lambda pod: (None if real_outcome(pod, None, {}).verdict == "undecided"
-                                                   else True, "decided"), timeout=ADMISSION_SECONDS)
+                                                   else True, "decided"), timeout=ADMISSION_SECONDS,
+                                 every=POLL_SECONDS)
         return self.cluster.pod(name)
 
     def judge(self, pair: Pair, created: list[str]) -> tuple[bool, str]:
@@ -140,7 +144,7 @@ class PairRunner:
         except (AssertionError, ApiException, urllib3.exceptions.HTTPError) as exc:
             ok, detail = False, f"could not run: {_short(exc)}"
         try:
-            self.cluster.delete_pods(created)
+            self.cluster.delete_pods(created, every=POLL_SECONDS)
         except (AssertionError, ApiException, urllib3.exceptions.HTTPError) as exc:
             detail += f"; deleting its pods failed: {_short(exc)}"
         if left := self.wait_listed((), created):

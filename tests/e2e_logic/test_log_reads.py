@@ -57,3 +57,25 @@ def test_a_kubelet_unreachable_until_the_deadline_is_named(monkeypatch):
 def test_other_api_errors_still_fail_at_once(monkeypatch):
     with pytest.raises(ApiException):
         cluster([ApiException(status=403, reason="Forbidden")], 30, monkeypatch).wait_for_probes("p", ["probe"])
+
+
+def test_a_wait_or_a_deletion_polls_at_the_pace_its_caller_asks(monkeypatch):
+    """Case 8 reads its pairs' pods every second; everything else keeps the suite's 2 s."""
+    slept: list[float] = []
+    monkeypatch.setattr(kube.time, "sleep", slept.append)
+    made = cluster([PINNED_TO_1], 30, monkeypatch)
+    monkeypatch.setattr(kube, "POLL_SECONDS", 2.0)
+    answers = iter([None, None, True])
+    made.wait_until("p", lambda pod: (next(answers), "decided"), every=1.0)
+    assert slept == [1.0, 1.0]
+    reads = iter([{}, ApiException(status=404)])
+
+    def read(name, namespace):
+        answer = next(reads)
+        if isinstance(answer, ApiException):
+            raise answer
+        return answer
+    made.core.read_namespaced_pod = read
+    made.core.delete_namespaced_pod = lambda name, namespace, grace_period_seconds: None
+    made.delete_pods(["p"], every=1.0)
+    assert slept == [1.0, 1.0, 1.0]
