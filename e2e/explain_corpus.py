@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from closest_pairs import closest_pairs, prefer_closest
-from kubelet_outcome import DEVICE, Outcome
-from numa_align.devices import resource_name
+from kubelet_outcome import Outcome
+from numa_align.devices import node_of_resource, resource_name
 from probe_pods import RESTRICTED, SUITE_LABEL, devices_for, dns_label
 
 from numalab.explain.node_state import node_allocatable
@@ -180,7 +180,7 @@ class _Builder:
              inits: list[dict[str, Any]] | None = None, fillers: tuple[dict[str, Any], ...] = ()) -> Pair:
         body = self.pod(name, containers, inits)
         request = pod_request(body, name)
-        devices = {n for c in request.containers for n in c.limits if DEVICE.match(n)}
+        devices = {n for c in request.containers for n in c.limits if node_of_resource(n) is not None}
         holds = any(container_devices(c, devices) for c in request.containers) or (request.guaranteed and any(
             guaranteed_cpus(request, c) or (self.shape.memory_static and container_memory(request, c))
             for c in request.containers))

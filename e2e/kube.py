@@ -18,13 +18,8 @@ from api_outages import OutageRetry
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from numalab.placement import (
-    PROBE_END,
-    ProbeReport,
-    kubelet_policies,
-    numa_align_allocatable,
-    parse_probe_output,
-)
+from numalab.placement.api_objects import kubelet_policies, numa_align_allocatable
+from numalab.placement.probe import PROBE_END, ProbeReport, parse_probe_output
 
 POLL_SECONDS = 2.0
 REACHABLE_TIMEOUT = 10.0

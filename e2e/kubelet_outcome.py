@@ -7,16 +7,13 @@ and numa-align devices; hugepages are not in it and so not compared).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numa_align.devices import RESOURCE_DOMAIN
+from numa_align.devices import node_of_resource
 
 from numalab.top.nrt import Allocation
-
-DEVICE = re.compile(rf"^{re.escape(RESOURCE_DOMAIN)}/numa-(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -42,8 +39,8 @@ def observed_cells(allocation: Allocation | None, cell_cpus: Mapping[int, frozen
     if memory:
         cells["memory"] = memory
     for name, count in allocation.devices.items():
-        if count > 0 and (match := DEVICE.match(name)):
-            cells[name] = [int(match.group(1))]
+        if count > 0 and (node := node_of_resource(name)) is not None:
+            cells[name] = [node]
     return cells
 
 
@@ -63,7 +60,7 @@ def real_outcome(pod: Mapping[str, Any], allocations: Mapping[str, Allocation] |
 
 def observable(resource: str) -> bool:
     """What numa-align's annotation shows: CPUs, regular memory and numa-align devices (not hugepages)."""
-    return resource in ("cpu", "memory") or bool(DEVICE.match(resource))
+    return resource in ("cpu", "memory") or node_of_resource(resource) is not None
 
 
 def _said(verdict: str, reason: str, cells: Mapping[str, list[int]]) -> str:

@@ -1,5 +1,5 @@
 #!/bin/sh
-# numa-lab placement probe: prints what this process may run on, for numalab.placement.parse_probe_output.
+# numa-lab placement probe: prints what this process may run on, for numalab.placement.probe.parse_probe_output.
 # POSIX sh + grep + cat only, so it runs in a busybox image and in a bare lab guest alike.
 # Usage: probe.sh [hold-seconds]   (with hold-seconds, sleep afterwards so the container stays running)
 echo "numa-probe begin"

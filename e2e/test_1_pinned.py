@@ -19,7 +19,7 @@ from probe_pods import devices_for, pinned_pod
 from prometheus import WAIT_SECONDS, gauge_summary, judge_gauge, read_pods_pinned
 from results import ALL_NODES, describe_failures
 
-from numalab.placement import judge_pinned, memory_not_enforced
+from numalab.placement.verdicts import judge_pinned, memory_not_enforced
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 STATE_DIR = "/var/lib/kubelet"

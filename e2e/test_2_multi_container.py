@@ -10,7 +10,7 @@ from kube import PodTrouble
 from probe_pods import multi_container_pod
 from results import describe_failures
 
-from numalab.placement import judge_exclusive, judge_pinned, memory_not_enforced
+from numalab.placement.verdicts import judge_exclusive, judge_pinned, memory_not_enforced
 
 CONTAINERS = 2  # app + sidecar hold exclusive CPUs; the init container's are reused by the app
 

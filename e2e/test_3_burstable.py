@@ -7,7 +7,7 @@ from numa_align.cpulist import parse_cpulist
 from probe_pods import burstable_pod
 from results import ALL_NODES, describe_failures
 
-from numalab.placement import judge_shared
+from numalab.placement.verdicts import judge_shared
 
 
 def test_burstable_pod_runs_in_the_shared_pool(cluster, workers, settings, inspect_node, results):

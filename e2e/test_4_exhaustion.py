@@ -8,7 +8,7 @@ from probe_pods import exhaustion_pod
 from results import describe_failures
 
 from numalab.model.quantity import parse_cpu_millis
-from numalab.placement import judge_exhaustion
+from numalab.placement.api_objects import judge_exhaustion
 
 OUTCOME_TIMEOUT = 120.0
 """Seconds for the kubelet to reject the pod (slot mode) or the scheduler to mark it unschedulable."""

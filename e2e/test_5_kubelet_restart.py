@@ -17,11 +17,13 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from kube import PodTrouble
+from numa_align.devices import node_of_resource
 from probe_pods import pinned_pod
 from results import describe_failures
 
 from numalab.inspect import parse_report
-from numalab.placement import judge_pinned, numa_align_allocatable, numa_align_node, ready_since
+from numalab.placement.api_objects import numa_align_allocatable, ready_since
+from numalab.placement.verdicts import judge_pinned
 
 BACK_WITHIN = 60.0
 """Seconds from the restart until every numa-align/numa-N of the worker is allocatable again."""
@@ -49,7 +51,7 @@ def kubelet_devices(report: Mapping[str, Any]) -> dict[int, int]:
     JSON report (its allocatable devices: PodResources GetAllocatableResources)."""
     devices = (report.get("allocatable") or {}).get("devices") or {}
     return {node: int(entry["count"]) for name, entry in devices.items()
-            if (node := numa_align_node(name)) is not None}
+            if (node := node_of_resource(name)) is not None}
 
 
 def read_kubelet_devices(host, inspect_command: str) -> dict[int, int]:

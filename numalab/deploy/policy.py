@@ -15,7 +15,7 @@ from numalab.k8s.binaries import GO_PREFIX
 from numalab.model.errors import ValidationError
 from numalab.model.kubelet import KubeletPolicy, KubeletSettings, kubelet_configuration, kubelet_policy
 from numalab.model.topology import Topology
-from numalab.placement import kubelet_policies
+from numalab.placement.api_objects import kubelet_policies
 from numalab.sysfs import topology_from_host
 
 CGROUP_VERSION_COMMAND = (

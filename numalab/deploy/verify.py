@@ -18,7 +18,7 @@ from pyinfra.operations import python
 
 from numalab.deploy import api, context
 from numalab.deploy.policy import expected_policies, host_sysfs, node_policy
-from numalab.placement import kubelet_policies, numa_align_allocatable
+from numalab.placement.api_objects import kubelet_policies, numa_align_allocatable
 from numalab.progress import say
 
 TIMEOUT = 180.0

@@ -1,7 +1,7 @@
 """What a pod asks of a node, read the way the kubelet's resource managers read it.
 
 Pure: a manifest's objects in, PodRequest out. Workload kinds and their pod template paths come from
-numalab.lint.workloads, QoS and defaulted requests from numalab.placement (one way to read a pod spec).
+numalab.lint.workloads, QoS and defaulted requests from numalab.placement.pod_specs (one way to read a pod spec).
 The init-container rule (pod total = max(largest init container + the sidecars before it, app containers +
 sidecars)) is the kubelet's: cpumanager podGuaranteedCPUs, memorymanager getPodRequestedResources,
 devicemanager getPodDeviceRequest (resource.PodLimits) all apply it.
@@ -15,7 +15,7 @@ from typing import Any
 
 from numalab.lint.workloads import POD_SPEC_PATHS, Document, workloads
 from numalab.model.errors import ValidationError
-from numalab.placement import ContainerRef, containers, effective_requests, parsed_limits, qos_class
+from numalab.placement.pod_specs import ContainerRef, containers, effective_requests, parsed_limits, qos_class
 
 CPU, MEMORY = "cpu", "memory"
 HUGEPAGES_PREFIX = "hugepages-"

@@ -11,16 +11,16 @@ from dataclasses import asdict, dataclass
 from typing import Literal, cast
 
 from numa_align.cpulist import format_cpulist
+from numa_align.devices import node_of_resource
 
 from numalab.lint.workloads import Workload
 from numalab.model.kubelet_settings import KubeletSettings
 from numalab.model.quantity import format_millis, parse_cpu_millis
-from numalab.placement import (
+from numalab.placement.pod_specs import (
     ContainerRef,
     containers,
     effective_requests,
     guaranteed_problems,
-    numa_align_node,
     numa_align_requests,
     resource_map,
 )
@@ -71,7 +71,7 @@ def _numa_align_names(ref: ContainerRef) -> dict[str, str]:
     names: dict[str, str] = {}
     for section in ("limits", "requests"):
         for name in resource_map(ref, section):
-            if numa_align_node(name) is not None:
+            if node_of_resource(name) is not None:
                 names.setdefault(name, section)
     return names
 
@@ -99,7 +99,7 @@ def numa_align_limits(workload: Workload, refs: list[ContainerRef], settings: Li
     for ref in refs:
         requests, limits = resource_map(ref, "requests"), resource_map(ref, "limits")
         for name, value in requests.items():
-            if numa_align_node(name) is None:
+            if node_of_resource(name) is None:
                 continue
             path = f"{ref.path}.resources.requests.{name}"
             if name not in limits:
@@ -118,7 +118,7 @@ def several_nodes(workload: Workload, refs: list[ContainerRef], settings: LintSe
         first: int | None = None
         for ref in group:
             for name, section in _numa_align_names(ref).items():
-                node = numa_align_node(name)
+                node = node_of_resource(name)
                 if first is None:
                     first = node
                 elif node != first:
@@ -163,7 +163,7 @@ def unknown_node(workload: Workload, refs: list[ContainerRef], settings: LintSet
     known = frozenset().union(*settings.worker_nodes.values())
     for ref in refs:
         for name, section in _numa_align_names(ref).items():
-            node = numa_align_node(name)
+            node = node_of_resource(name)
             if node not in known:
                 yield (ref, f"{ref.path}.resources.{section}.{name}",
                        f"no worker has NUMA node {node} (workers have nodes {format_cpulist(known) or 'none'})")

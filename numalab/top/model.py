@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numa_align.cpulist import format_cpulist
+from numa_align.devices import node_of_resource
 
 from numalab.top.audit import AuditSummary
 from numalab.top.liveness import leases_by_name, stale_since
 from numalab.top.nrt import Allocation, Amount, ParsedNrt, Zone, parse_nrt
 
-DEVICE_PREFIX = "numa-align/numa-"
 HUGEPAGES_PREFIX = "hugepages-"
 NO_NRT = "no NodeResourceTopology: numa-align is not publishing here (numa_align_nrt off?)"
 
@@ -184,7 +184,7 @@ def node_view(nrt: ParsedNrt, node_exists: bool, pods: Mapping[str, Mapping[str,
 
 def _no_nrt(node: Mapping[str, Any]) -> str:
     allocatable = (node.get("status") or {}).get("allocatable") or {}
-    if any(str(name).startswith(DEVICE_PREFIX) for name in allocatable):
+    if any(node_of_resource(str(name)) is not None for name in allocatable):
         return NO_NRT
     return NO_NRT + "; the node advertises no numa-align/numa-N either"
 
@@ -256,9 +256,8 @@ def _place(zones: tuple[Zone, ...], allocations: Mapping[str, Allocation],
 
 def _device_zone(name: str, zones: tuple[Zone, ...], by_id: Mapping[int, Zone], alloc: Allocation) -> Zone | None:
     """numa-align/numa-N goes to zone N; another device to the one zone that lists it, else the pod's first."""
-    suffix = name.removeprefix(DEVICE_PREFIX)
-    if name.startswith(DEVICE_PREFIX) and suffix.isdigit():
-        return by_id.get(int(suffix))
+    if (node := node_of_resource(name)) is not None:
+        return by_id.get(node)
     listing = [zone for zone in zones if name in zone.resources]
     if len(listing) == 1:
         return listing[0]

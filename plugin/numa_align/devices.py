@@ -17,10 +17,21 @@ NODE_ENV = "NUMA_NODE"
 """The variable Allocate puts in a container's environment: the id of its NUMA node."""
 
 _DEVICE_ID = re.compile(r"^numa-(\d+)-(\d+)$")
+_RESOURCE = re.compile(rf"{re.escape(RESOURCE_DOMAIN)}/numa-(0|[1-9][0-9]*)")
 
 
 def resource_name(node: int) -> str:
     return f"{RESOURCE_DOMAIN}/numa-{node}"
+
+
+def node_of_resource(name: str) -> int | None:
+    """N of a name resource_name(N) gives, None for any other: the one parse every reader of these names shares.
+
+    Only the canonical form counts (no zero padding, sign or non-ASCII digit): the plugin registers that and
+    nothing else, so "numa-align/numa-01" in a pod spec is a resource the kubelet will never hand out.
+    """
+    match = _RESOURCE.fullmatch(name)
+    return int(match.group(1)) if match else None
 
 
 def socket_name(node: int) -> str:

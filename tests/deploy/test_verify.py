@@ -10,7 +10,7 @@ from numalab.deploy.verify import POLICY_FIELDS, problems, row
 from numalab.model import components
 from numalab.model.kubelet import KubeletSettings, kubelet_policy
 from numalab.model.topology import Topology
-from numalab.placement import kubelet_policies, numa_align_allocatable
+from numalab.placement.api_objects import kubelet_policies, numa_align_allocatable
 
 EXPECTED = {
     "cpuManagerPolicy": "static",

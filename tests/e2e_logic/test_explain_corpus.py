@@ -239,7 +239,9 @@ def test_real_outcome_reads_a_failed_pods_reason() -> None:
 
 
 def test_real_outcome_reads_the_cells_from_the_annotation() -> None:
-    allocations = annotation(cpus="2-3", memory={"1": 33554432}, devices={"numa-align/numa-1": 1, "gpu/x": 1})
+    """A device name the plugin never registers (zero-padded numa-01) names no cell."""
+    devices = {"numa-align/numa-1": 1, "numa-align/numa-01": 1, "gpu/x": 1}
+    allocations = annotation(cpus="2-3", memory={"1": 33554432}, devices=devices)
     seen = outcome_module.real_outcome(running(), allocations, CELL_CPUS)
     assert seen == Outcome("admitted", cells={"cpu": [1], "memory": [1], "numa-align/numa-1": [1]})
 

@@ -7,16 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from numalab.model.errors import ValidationError
-from numalab.placement import (
-    ProbeReport,
-    judge_exclusive,
-    judge_exhaustion,
-    judge_pinned,
-    judge_shared,
-    kubelet_policies,
-    numa_align_allocatable,
-    ready_since,
-)
+from numalab.placement.api_objects import judge_exhaustion, kubelet_policies, numa_align_allocatable, ready_since
+from numalab.placement.probe import ProbeReport
+from numalab.placement.verdicts import judge_exclusive, judge_pinned, judge_shared
 
 R1 = "numa-align/numa-1"
 NODES = {0: frozenset({0, 1, 2, 3}), 1: frozenset({4, 5, 6, 7})}
@@ -137,7 +130,7 @@ def test_ready_since_needs_a_fresh_ready_heartbeat():
 
 
 def test_mems_are_reported_as_not_enforced_unless_the_memory_manager_is_static() -> None:
-    from numalab.placement import memory_not_enforced
+    from numalab.placement.verdicts import memory_not_enforced
 
     assert memory_not_enforced("Static") == ""
     assert memory_not_enforced("None") == "mems not enforced by this kubelet (memoryManagerPolicy None)"

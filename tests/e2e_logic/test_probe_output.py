@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from numa_align.cpulist import parse_cpulist
 
-from numalab.placement import ProbeOutputError, parse_probe_output, parse_status
+from numalab.placement.probe import ProbeOutputError, parse_probe_output, parse_status
 
 PROBE = Path(__file__).resolve().parents[2] / "e2e" / "probe.sh"
 

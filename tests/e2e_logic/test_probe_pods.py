@@ -9,7 +9,8 @@ import pytest
 
 from numalab.lint.rules import LintSettings, lint_workload
 from numalab.lint.workloads import workloads
-from numalab.placement import containers, exclusive_cpus, numa_align_requests, parse_probe_output, qos_class
+from numalab.placement.pod_specs import containers, exclusive_cpus, numa_align_requests, qos_class
+from numalab.placement.probe import parse_probe_output
 from tests.e2e_logic.conftest import load_e2e_module
 
 pods = load_e2e_module("probe_pods")

@@ -5,14 +5,7 @@ from __future__ import annotations
 import pytest
 
 from numalab.model.errors import ValidationError
-from numalab.placement import (
-    containers,
-    exclusive_cpus,
-    guaranteed_problems,
-    numa_align_node,
-    numa_align_requests,
-    qos_class,
-)
+from numalab.placement.pod_specs import containers, exclusive_cpus, guaranteed_problems, numa_align_requests, qos_class
 
 
 def ctr(name, requests=None, limits=None, **extra):
@@ -80,11 +73,10 @@ def test_containers_come_init_first_with_sidecars_marked():
     ]
 
 
-def test_numa_align_resource_names():
-    assert numa_align_node("numa-align/numa-3") == 3
-    assert numa_align_node("numa-align/numa-x") is None
-    assert numa_align_node("example.com/gpu") is None
-    ref = containers({"containers": [ctr("a", limits={"numa-align/numa-1": "2", "cpu": "2"})]})[0]
+def test_numa_align_requests_count_only_names_the_plugin_registers():
+    """A zero-padded numa-align/numa-01 is a resource no node offers: not a request for node 1."""
+    limits = {"numa-align/numa-1": "2", "numa-align/numa-01": "1", "numa-align/numa-x": "1", "cpu": "2"}
+    ref = containers({"containers": [ctr("a", limits=limits)]})[0]
     assert numa_align_requests(ref) == {1: 2}
 
 

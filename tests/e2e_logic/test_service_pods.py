@@ -3,7 +3,7 @@ the name resolved to the Service's clusterIP and the backend's own answer."""
 
 from __future__ import annotations
 
-from numalab.placement import qos_class
+from numalab.placement.pod_specs import qos_class
 from tests.e2e_logic.conftest import load_e2e_module
 
 pods = load_e2e_module("probe_pods")

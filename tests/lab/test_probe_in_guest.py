@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from numa_align.cpulist import format_cpulist
 
-from numalab.placement import ProbeReport, judge_pinned, judge_shared, parse_probe_output
+from numalab.placement.probe import ProbeReport, parse_probe_output
+from numalab.placement.verdicts import judge_pinned, judge_shared
 from tests.lab.conftest import LabGuest, RunningLab
 
 pytestmark = pytest.mark.lab

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from numa_align.devices import build_devices, device_count, device_id, parse_device_id, resource_name, socket_name
+import pytest
+from numa_align.devices import (
+    build_devices,
+    device_count,
+    device_id,
+    node_of_resource,
+    parse_device_id,
+    resource_name,
+    socket_name,
+)
 
 
 def test_names_match_the_go_plugin():
@@ -11,6 +20,21 @@ def test_names_match_the_go_plugin():
     assert device_id(3, 41) == "numa-3-41"
     assert parse_device_id("numa-3-41") == (3, 41)
     assert parse_device_id("numa-3") is None and parse_device_id("gpu-0-1") is None
+
+
+@pytest.mark.parametrize("node", [0, 3, 12])
+def test_node_of_resource_reads_what_resource_name_writes(node: int):
+    assert node_of_resource(resource_name(node)) == node
+
+
+@pytest.mark.parametrize("name", [
+    "cpu", "memory", "hugepages-2Mi", "example.com/gpu", "other.io/numa-3", "numa-align/gpu-3",
+    "numa-align/numa-x", "numa-align/numa-", "numa-align/numa--1", "numa-align/numa-+1", "numa-align/numa-3x",
+    "numa-align/numa-01", "numa-align/numa-00", "numa-align/numa-\u0663", "numa-align/numa-3\n", " numa-align/numa-3",
+])
+def test_node_of_resource_is_none_for_any_other_name(name: str):
+    """Zero-padded ids, Arabic-Indic digits and a trailing newline included: the plugin never registers them."""
+    assert node_of_resource(name) is None
 
 
 def test_device_count_fixed_or_per_unreserved_cpu():

@@ -96,6 +96,19 @@ def test_node_without_nrt_is_a_warning_not_an_error():
     assert views[0].warnings[0].startswith(NO_NRT) and "advertises no numa-align/numa-N" in views[0].warnings[0]
 
 
+def test_only_names_the_plugin_registers_are_numa_align():
+    """numa-align/numa-x or a zero-padded numa-01 is not numa-align's: the node advertises none, and such a device
+    of a pod is drawn where another device would be (the pod's first cell), not in the cell its digits name."""
+    allocatable = {"numa-align/numa-x": "1", "numa-align/numa-01": "1"}
+    odd = {"metadata": {"name": "odd"}, "status": {"allocatable": allocatable}}
+    [view] = build_views([], [odd], [])
+    assert "advertises no numa-align/numa-N" in view.warnings[0]
+    obj = nrt("w", [zone(0, cpu=(2, 2, 1), memory=(GI, GI, GI)), zone(1, cpu=(2, 2, 2), memory=(GI, GI, GI))],
+              allocations={"a/p": {"cpus": "1", "numa_nodes": [0], "devices": {"numa-align/numa-01": 1}}})
+    cell0, cell1 = view_of(obj, pods=[pod("a/p", "w")]).cells
+    assert [h.devices for h in cell0.holds] == [{"numa-align/numa-01": 1}] and cell1.holds == ()
+
+
 def test_allocation_of_a_pod_now_on_another_node():
     view = view_of(two_cell_worker(), pods=[pod("default/pinned-a", "worker-2"), pod("default/pinned-b", "worker-1"),
                                             pod("ml/trainer-7f9c", "worker-1")])
