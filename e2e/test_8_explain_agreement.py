@@ -39,6 +39,10 @@ from numalab.top.source import TopError
 
 ADMISSION_SECONDS = 60.0
 ANNOTATION_SECONDS = 20.0
+CLEARED_SECONDS = 60.0
+"""How long a pair's deleted pods may stay in numa-align's annotation before the next pair runs anyway: the next
+pair is explained on that state, so it waits for the kubelet to let them go (r5: over 20 s on a loaded host, and
+the next pair was then explained on memory the kubelet had already freed)."""
 SETTLE_SECONDS = 3.0
 """A pod that should hold nothing exclusive: how long an allocation the kubelet made anyway is looked for."""
 POLL_SECONDS = 1.0
@@ -66,7 +70,8 @@ class PairRunner:
     def read(self) -> dict[str, Any] | None:
         return read_nrt(self.cluster.api, self.worker)
 
-    def wait_listed(self, present: Iterable[str], absent: Iterable[str]) -> list[str]:
+    def wait_listed(self, present: Iterable[str], absent: Iterable[str], seconds: float = ANNOTATION_SECONDS
+                    ) -> list[str]:
         """Wait until the annotation names every `present` pod and none of `absent`; what is still wrong."""
         present, absent = [self.key(n) for n in present], [self.key(n) for n in absent]
 
@@ -75,7 +80,7 @@ class PairRunner:
             return ([f"{k} not listed" for k in present if k not in listed]
                     + [f"{k} still listed" for k in absent if k in listed])
 
-        return wait_agreeing(self.read, judge, ANNOTATION_SECONDS, every=1.0)[1]
+        return wait_agreeing(self.read, judge, seconds, every=1.0)[1]
 
     def settled(self, name: str, holds: bool) -> tuple[Mapping[str, Allocation] | None, str]:
         """The annotation once it names the admitted pod with the same entry twice (a read taken during admission
@@ -147,7 +152,7 @@ class PairRunner:
             self.cluster.delete_pods(created, every=POLL_SECONDS)
         except (AssertionError, ApiException, urllib3.exceptions.HTTPError) as exc:
             detail += f"; deleting its pods failed: {_short(exc)}"
-        if left := self.wait_listed((), created):
+        if left := self.wait_listed((), created, CLEARED_SECONDS):
             detail += f"; after deletion numa-align still lists {left} (the next pair may see them)"
         return pair, ok, detail
 

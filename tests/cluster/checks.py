@@ -180,9 +180,12 @@ def check_numa_align(state: Path, install: str) -> None:
                 state, worker, "systemctl show numa-align -p Result -p ExecMainStatus; "
                                "journalctl -u numa-align -n 15 -o short-precise --no-pager").stdout)
             assert [pod.status.phase for pod in on_worker] == ["Running"], (worker, on_worker)
-        # one socket per NUMA node with CPUs (worker-3's memory-only node 2 has none), each one plugin's
-        assert sorted(sockets) == ["kubelet.sock", "kubelet_internal_checkpoint", "numa-0.sock", "numa-1.sock"], (
-            worker, sockets)
+        # one socket per NUMA node with CPUs (worker-3's memory-only node 2 has none; worker-1 re-cut has four),
+        # each one plugin's
+        with_cpus = ssh(state, worker, "cd /sys/devices/system/node && for n in node[0-9]*; do "
+                                       "[ -n \"$(cat $n/cpulist)\" ] && echo ${n#node}; done").stdout.split()
+        assert with_cpus and sorted(sockets) == sorted(["kubelet.sock", "kubelet_internal_checkpoint",
+                                                        *(f"numa-{n}.sock" for n in with_cpus)]), (worker, sockets)
         # The node's status follows a new registration within its next status update: asked until then.
         seen = allocatable(state, worker).get("numa-align/numa-0")
         for _ in range(45):
