@@ -70,14 +70,18 @@ class PairRunner:
     def read(self) -> dict[str, Any] | None:
         return read_nrt(self.cluster.api, self.worker)
 
-    def wait_listed(self, present: Iterable[str], absent: Iterable[str], seconds: float = ANNOTATION_SECONDS
-                    ) -> list[str]:
-        """Wait until the annotation names every `present` pod and none of `absent`; what is still wrong."""
+    def wait_listed(self, present: Iterable[str], absent: Iterable[str], seconds: float = ANNOTATION_SECONDS,
+                    cpus: Mapping[str, int] | None = None) -> list[str]:
+        """Wait until the annotation names every `present` pod (with `cpus[name]` exclusive CPUs where given) and
+        none of `absent`; what is still wrong."""
         present, absent = [self.key(n) for n in present], [self.key(n) for n in absent]
+        held = {self.key(n): count for n, count in (cpus or {}).items()}
 
         def judge(obj: dict[str, Any] | None) -> list[str]:
             listed = (parse_nrt(obj).allocations if obj else None) or {}
             return ([f"{k} not listed" for k in present if k not in listed]
+                    + [f"{k} listed with {len(listed[k].cpus)} of its {held[k]} CPUs" for k in present
+                       if k in listed and k in held and len(listed[k].cpus) != held[k]]
                     + [f"{k} still listed" for k in absent if k in listed])
 
         return wait_agreeing(self.read, judge, seconds, every=1.0)[1]
@@ -125,7 +129,11 @@ class PairRunner:
             seen = real_outcome(self.decided(name), None, {})
             if seen.verdict != "admitted":
                 return False, f"filler {name} not admitted ({seen.verdict} {seen.reason}): the pair cannot run"
-        if problems := self.wait_listed(fillers, ()):
+        # with all their CPUs: the kubelet lists an admitted pod in PodResources while it is still allocating
+        # (devices first), and an object written then names the filler without its CPUs (r6: explain then saw a
+        # free CPU and said OutOfcpu where the kubelet said TopologyAffinityError)
+        if problems := self.wait_listed(fillers, (), cpus={f["metadata"]["name"]: exclusive_cpus(f)
+                                                           for f in pair.fillers}):
             return False, f"fillers not in numa-align's annotation after {ANNOTATION_SECONDS:.0f}s: {problems}"
         predicted = self.predict(pair)
         name = pair.pod["metadata"]["name"]
@@ -155,6 +163,12 @@ class PairRunner:
         if left := self.wait_listed((), created, CLEARED_SECONDS):
             detail += f"; after deletion numa-align still lists {left} (the next pair may see them)"
         return pair, ok, detail
+
+
+def exclusive_cpus(body: Mapping[str, Any]) -> int:
+    """The exclusive CPUs a filler holds: its containers' whole-number CPU limits (fillers are Guaranteed)."""
+    limits = [str(c["resources"]["limits"].get("cpu", "0")) for c in body["spec"]["containers"]]
+    return sum(int(limit) for limit in limits if limit.isdigit())
 
 
 def _short(exc: BaseException) -> str:
