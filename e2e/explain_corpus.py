@@ -23,7 +23,7 @@ from probe_pods import RESTRICTED, SUITE_LABEL, devices_for, dns_label
 
 from numalab.explain.node_state import node_allocatable
 from numalab.explain.requests import container_devices, container_memory, guaranteed_cpus, pod_request
-from numalab.top.nrt import parse_nrt
+from numalab.top.nrt import Allocation, parse_nrt
 
 CASE = "explain"
 MI = 2**20
@@ -72,6 +72,24 @@ class Shape:
 
 
 @dataclass(frozen=True)
+class Held:
+    """What the annotation shows of the pod once the kubelet admitted it in full (app containers and sidecars:
+    PodResources lists no regular init container): its exclusive CPUs, regular memory (Static Memory Manager)
+    and numa-align devices. Read before that, the kubelet may still be allocating (devices, then CPUs, then
+    memory), and the entry is missing what comes last."""
+
+    cpus: int
+    memory: bool
+    devices: frozenset[str]
+
+    def missing(self, allocation: Allocation) -> list[str]:
+        """What `allocation` lacks of this (nothing: the admission is in it whole)."""
+        return ([f"{len(allocation.cpus)} of {self.cpus} CPUs"] if len(allocation.cpus) < self.cpus else []) + (
+            ["no memory"] if self.memory and not any(allocation.memory.values()) else []) + (
+            [f"no {name}" for name in sorted(self.devices) if not allocation.devices.get(name)])
+
+
+@dataclass(frozen=True)
 class Pair:
     """One pod for one worker, after `fillers` (pods left admitted to take cells) are in; holds: the kubelet
     reports an allocation for it once admitted (exclusive CPUs, Static-placed memory or numa-align devices);
@@ -86,6 +104,7 @@ class Pair:
     holds: bool = False
     baseline: Outcome | None = None
     baseline_is: str = "without prefer-closest-numa-nodes"
+    full: Held | None = None
 
 
 def worker_shape(worker: str, nrt: Mapping[str, Any], node: Mapping[str, Any] | None,
@@ -184,7 +203,11 @@ class _Builder:
         holds = any(container_devices(c, devices) for c in request.containers) or (request.guaranteed and any(
             guaranteed_cpus(request, c) or (self.shape.memory_static and container_memory(request, c))
             for c in request.containers))
-        return Pair(name, self.shape.worker, body, fillers, expect if self.shape.rules else None, holds)
+        apps = [c for c in request.containers if c.kind != "init"]
+        full = Held(sum(guaranteed_cpus(request, c) for c in apps),
+                    self.shape.memory_static and any(container_memory(request, c).get("memory") for c in apps),
+                    frozenset(n for c in apps for n in container_devices(c, devices)))
+        return Pair(name, self.shape.worker, body, fillers, expect if self.shape.rules else None, holds, full=full)
 
 
 def corpus(shape: Shape, image: str) -> list[Pair]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import urllib3
 from closest_pairs import against_baseline, none_to_run, selected
-from explain_corpus import CASE, Pair, corpus, worker_shape
+from explain_corpus import CASE, Held, Pair, corpus, worker_shape
 from kube import Cluster
 from kubelet_outcome import compare, real_outcome
 from kubernetes.client.rest import ApiException
@@ -86,9 +86,10 @@ class PairRunner:
 
         return wait_agreeing(self.read, judge, seconds, every=1.0)[1]
 
-    def settled(self, name: str, holds: bool) -> tuple[Mapping[str, Allocation] | None, str]:
-        """The annotation once it names the admitted pod with the same entry twice (a read taken during admission
-        may show part of it); for a pod that holds nothing, after SETTLE_SECONDS."""
+    def settled(self, name: str, holds: bool, full: Held | None = None) -> tuple[Mapping[str, Allocation] | None, str]:
+        """The annotation once it names the admitted pod with all of `full` and the same entry twice (a read taken
+        during admission may show part of it: r7 read cpu without memory twice); for a pod that holds nothing,
+        after SETTLE_SECONDS. Past ANNOTATION_SECONDS the last read is compared, and the row says what it lacked."""
         if not holds:
             time.sleep(SETTLE_SECONDS)
             obj = self.read()
@@ -99,6 +100,8 @@ class PairRunner:
             seen.append(((parse_nrt(obj).allocations if obj else None) or {}).get(self.key(name)))
             if seen[-1] is None:
                 return ["not listed"]
+            if full is not None and (lacks := full.missing(seen[-1])):
+                return [f"listed with {', '.join(lacks)}"]
             return [] if len(seen) > 1 and seen[-2] == seen[-1] else ["listed, not yet read twice alike"]
 
         obj, problems = wait_agreeing(self.read, judge, ANNOTATION_SECONDS, every=1.0)
@@ -141,7 +144,7 @@ class PairRunner:
         pod = self.decided(name)
         allocations, why = None, ""
         if real_outcome(pod, None, {}).verdict == "admitted":
-            allocations, why = self.settled(name, pair.holds)
+            allocations, why = self.settled(name, pair.holds, pair.full)
         real = real_outcome(pod, allocations, self.cells)
         ok, detail = compare(predicted, real)
         if pair.baseline is None:

@@ -52,3 +52,31 @@ def test_a_fillers_cpus_are_its_whole_cpu_limits() -> None:
     shape = corpus_module.Shape("w", (corpus_module.Cell(0, 2, 1 << 30, 0),), 1, True, 2, "slots", True)
     body = corpus_module._Builder(shape, "img").filler("p", 0, 0, 2)
     assert case.exclusive_cpus(body) == 2
+
+
+def entry(cpus: str, memory: dict | None = None, devices: dict | None = None) -> dict:
+    return nrt("w", [], allocations={"ns/pod": {"cpus": cpus, "numa_nodes": [1], "memory": memory or {},
+                                                "devices": devices or {}}})
+
+
+def test_an_admitted_pod_read_before_its_memory_is_waited_for_until_whole(monkeypatch) -> None:
+    """r7: cpu 1 read twice alike without the memory the kubelet allocates last; it counts only once whole."""
+    full = corpus_module.Held(1, True, frozenset())
+    made = runner([entry("3"), entry("3"), entry("3", {"1": 33554432}), entry("3", {"1": 33554432})], monkeypatch)
+    allocations, why = made.settled("pod", True, full)
+    assert allocations["ns/pod"].memory == {1: 33554432} and why == ""
+    made = runner([entry("3"), entry("3")], monkeypatch)  # the baseline: without `full` the partial entry counts
+    assert made.settled("pod", True)[0]["ns/pod"].memory == {}
+
+
+def test_what_a_whole_admission_holds_is_read_from_the_pair() -> None:
+    shape = corpus_module.Shape("w", (corpus_module.Cell(0, 2, 1 << 30, 0), corpus_module.Cell(1, 2, 1 << 30, 0)),
+                                1, True, 4, "slots", True)
+    pairs = {p.name: p for p in corpus_module.corpus(shape, "img")}
+    assert pairs["guaranteed-unit"].full == corpus_module.Held(1, True, frozenset())
+    assert pairs["device-matching"].full == corpus_module.Held(1, True, frozenset({"numa-align/numa-1"}))
+    assert pairs["burstable"].full == corpus_module.Held(0, False, frozenset())
+    assert pairs["init-container"].full.cpus == 1  # the app's CPU, not the init container's
+    held = corpus_module.Held(2, True, frozenset({"numa-align/numa-0"}))
+    partial = corpus_module.parse_nrt(entry("1", {}, {})).allocations["ns/pod"]
+    assert held.missing(partial) == ["1 of 2 CPUs", "no memory", "no numa-align/numa-0"]
