@@ -40,6 +40,11 @@ PLUGIN_REASONS = ("cannot align", RESYNCING)
 """NodeResourceTopologyMatch's Filter reasons: no cell fits; the node's object is being resynced."""
 RESYNC_GRACE_SECONDS = 12.0
 """Two of the plugin's resync periods (numalab.model.numa_scheduler.RESYNC_SECONDS, 5 s) and room."""
+RETRY_STABLE_SECONDS = 40.0
+"""How long a pod the plugin found no cell for must stay Pending before that is its outcome: the scheduler tries
+it again at the latest after --pod-max-in-unschedulable-pods-duration (30 s in the lab), and a first try may
+have met a cache not yet resynced after the side before (r3, r8: all three pending "cannot align", decided in
+2-3 s, where one fits)."""
 DEPLOYMENT_LABEL = "numa-lab.e2e/deployment"
 DEPLOYMENT_STABLE_SECONDS = 30.0
 """A Deployment's picture must hold this long: a rejection loop shows within seconds of a bind."""
@@ -183,11 +188,11 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
            stable: float = STABLE_SECONDS, every: float = 2.0,
            final: frozenset[str] = frozenset()) -> tuple[dict[str, tuple[str, str]], float]:
     """Poll the pods `read_all` gives (name -> pod) until at least `at_least` were seen, every one seen has an
-    outcome and none changed for `stable` seconds (a Pending pod may still be bound when a cell frees up or the
-    scheduler's cache resyncs). A pod seen once is kept even when it is gone (a rejected one a ReplicaSet
-    replaced). Once every outcome is in `final` (kinds that cannot change), nothing is left to wait for.
-    Undecided ones after `timeout` count as pending. Returns the outcomes and the seconds until the last
-    change."""
+    outcome and none changed for `stable` seconds, RETRY_STABLE_SECONDS while one is Pending for the plugin (a
+    Pending pod may still be bound when a cell frees up or the scheduler's cache resyncs). A pod seen once is
+    kept even when it is gone (a rejected one a ReplicaSet replaced). Once every outcome is in `final` (kinds
+    that cannot change), nothing is left to wait for. Undecided ones after `timeout` count as pending. Returns
+    the outcomes and the seconds until the last change."""
     start = time.monotonic()
     deadline = api_outages.Deadline(timeout)
     seen: dict[str, tuple[str | None, str]] = {}
@@ -201,7 +206,9 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
         now = time.monotonic()
         decided = len(seen) >= at_least and all(kind is not None for kind, _ in seen.values())
         finished = decided and all(kind in final for kind, _ in seen.values())
-        if (decided and (finished or now - last_change >= stable)) or deadline.passed():
+        retried = any(kind == PENDING and any(r in why for r in PLUGIN_REASONS) for kind, why in seen.values())
+        window = max(stable, RETRY_STABLE_SECONDS) if retried else stable
+        if (decided and (finished or now - last_change >= window)) or deadline.passed():
             return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s: {why}")
                      for name, (kind, why) in seen.items()}, last_change - start)
         time.sleep(every)

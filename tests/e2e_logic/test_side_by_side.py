@@ -183,3 +183,22 @@ def test_the_default_side_is_the_baseline_and_fails_without_a_topology_affinity_
     other = side_by_side.Side("default-scheduler", {"a": ("rejected", "OutOfcpu: Node didn't have enough")}, 3.0)
     (problem,) = side_by_side.judge_default(other)
     assert "OutOfcpu" in problem  # a rejection for another reason is no baseline either, and is named
+
+
+def test_a_pod_pending_for_the_plugin_waits_for_the_schedulers_retry(monkeypatch) -> None:
+    """r3, r8: a first try met a cache not yet resynced; the retry (within 30 s) bound one. A pending pod for the
+    plugin is its outcome only after RETRY_STABLE_SECONDS; a pod pending for another reason after `stable`."""
+    clock = itertools.count(0.0, 1.0)
+    monkeypatch.setattr(side_by_side.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(side_by_side.time, "sleep", lambda seconds: None)
+    unaligned = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                 "reason": "Unschedulable", "message": "0/2 nodes are available: 2 cannot align pod."}]}}
+    running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
+    polls = itertools.chain(itertools.repeat({"p": unaligned}, 20), itertools.repeat({"p": running}))
+    decided, _ = side_by_side.settle(lambda: next(polls), 1, stable=15, every=1)
+    assert decided == {"p": ("running", "w")}  # still waiting at 15 s, bound by the retry at about 20 s
+    other = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+             "reason": "Unschedulable", "message": "0/2 nodes are available: 2 Insufficient cpu."}]}}
+    polls = itertools.chain(itertools.repeat({"p": other}, 20), itertools.repeat({"p": running}))
+    decided, _ = side_by_side.settle(lambda: next(polls), 1, stable=15, every=1)
+    assert decided["p"][0] == "pending"  # the baseline: another reason settles after `stable`
