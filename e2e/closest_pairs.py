@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kubelet_outcome import Outcome, observable
 
+from numalab.explain.merging import average_distance
 from numalab.explain.node_state import KubeletSettings
 
 if TYPE_CHECKING:
@@ -53,11 +54,6 @@ def applies(shape: Shape) -> bool:
     return None not in between and len(set(between)) > 1
 
 
-def _average(mask: tuple[int, ...], costs: Mapping[int, Mapping[int, int]]) -> float:
-    """numa_info.go CalculateAverageFor: every ordered pair of the mask, each cell with itself included."""
-    return sum(costs[a][b] for a in mask for b in mask) / len(mask) ** 2
-
-
 def cpu_outcome(shape: Shape, cpus: int, closest: bool) -> Outcome | None:
     """The kubelet's outcome for a pod whose only hints are its exclusive `cpus`; None where the rule is not
     modelled here (best-effort with no preferred hint: the CPU Manager then allocates outside the hint)."""
@@ -70,7 +66,7 @@ def cpu_outcome(shape: Shape, cpus: int, closest: bool) -> Outcome | None:
         return Outcome("rejected", TAE) if shape.policy == "restricted" else None
 
     def rank(mask: tuple[int, ...]) -> tuple[float, int]:
-        return (_average(mask, costs) if closest else 0.0, sum(1 << cell for cell in mask))
+        return (average_distance(mask, costs) if closest else 0.0, sum(1 << cell for cell in mask))
 
     return Outcome("admitted", cells={"cpu": list(min(preferred, key=rank))})
 

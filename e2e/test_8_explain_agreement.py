@@ -31,7 +31,7 @@ from numa_align.cpulist import parse_cpulist
 from results import ALL_NODES, describe_failures
 
 from numalab.explain.command import collect
-from numalab.explain.requests import pod_request
+from numalab.explain.requests import guaranteed_cpus, pod_request
 from numalab.explain.source import ApiExplainSource
 from numalab.explain.verdicts import explain
 from numalab.top.nrt import Allocation, parse_nrt
@@ -169,9 +169,9 @@ class PairRunner:
 
 
 def exclusive_cpus(body: Mapping[str, Any]) -> int:
-    """The exclusive CPUs a filler holds: its containers' whole-number CPU limits (fillers are Guaranteed)."""
-    limits = [str(c["resources"]["limits"].get("cpu", "0")) for c in body["spec"]["containers"]]
-    return sum(int(limit) for limit in limits if limit.isdigit())
+    """The exclusive CPUs a filler holds, as the CPU Manager counts them (explain's reading of the pod)."""
+    request = pod_request(body, body["metadata"]["name"])
+    return sum(guaranteed_cpus(request, c) for c in request.containers)
 
 
 def _short(exc: BaseException) -> str:

@@ -4,6 +4,7 @@ guest re-cut into another NUMA shape (what `ensure_guest` never does to a runnin
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 import libvirt
 
@@ -22,13 +23,13 @@ def reset_guest(lab: Lab, name: str) -> None:
 def shrink_cell(lab: Lab, name: str, cell: int, mib: int) -> str:
     """Pull the plug on a guest, give one of its cells `mib` MiB, and power it on: hardware changed under a
     kubelet whose Memory Manager checkpoint describes the old cell."""
-    conn = libvirt.open(lab.settings.uri)
-    try:
-        domain = conn.lookupByName(lab.domain_name(lab.guest(name)))
-        root = ET.fromstring(domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+    old: list[int] = []
+
+    def shrunk(xml: str) -> str:
+        root = ET.fromstring(xml)
         cells = root.findall("./cpu/numa/cell")
         changed = next(element for element in cells if element.get("id") == str(cell))
-        old = int(changed.get("memory"))
+        old.append(int(changed.get("memory")))
         changed.set("memory", str(mib * 1024))
         changed.set("unit", "KiB")
         total = str(sum(int(element.get("memory")) for element in cells))
@@ -36,25 +37,31 @@ def shrink_cell(lab: Lab, name: str, cell: int, mib: int) -> str:
             element = root.find(tag)
             if element is not None:
                 element.text, element.attrib["unit"] = total, "KiB"
+        return ET.tostring(root, encoding="unicode")
+
+    _power_cycled(lab, lab.domain_name(lab.guest(name)), shrunk)
+    return f"cell {cell} of {name} {old[0] // 1024} -> {mib} MiB in its domain, powered off and on"
+
+
+def _power_cycled(lab: Lab, domain_name: str, change: Callable[[str], str]) -> tuple[str, str]:
+    """Power the domain off (no shutdown), define it again as `change` makes its inactive XML, power it on;
+    (XML before, XML after)."""
+    conn = libvirt.open(lab.settings.uri)
+    try:
+        domain = conn.lookupByName(domain_name)
+        before = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+        after = change(before)
         domain.destroy()
-        conn.defineXML(ET.tostring(root, encoding="unicode")).create()
+        conn.defineXML(after).create()
     finally:
         conn.close()
-    return f"cell {cell} of {name} {old // 1024} -> {mib} MiB in its domain, powered off and on"
+    return before, after
 
 
 def reshape(lab: Lab, guest: Guest) -> str:
     """Pull the plug on `guest`'s domain, give it `guest`'s NUMA shape and power it on: a machine whose NUMA
     layout changed, as after a BIOS setting (sub-NUMA clustering) or a board swap."""
-    conn = libvirt.open(lab.settings.uri)
-    try:
-        domain = conn.lookupByName(lab.domain_name(guest))
-        before = domain.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
-        after = reshaped_xml(before, guest)
-        domain.destroy()
-        conn.defineXML(after).create()
-    finally:
-        conn.close()
+    before, after = _power_cycled(lab, lab.domain_name(guest), lambda xml: reshaped_xml(xml, guest))
     return f"{guest.name} re-cut from {describe_cells(before)} to {describe_cells(after)}, powered off and on"
 
 
