@@ -52,6 +52,7 @@ from tests.cluster.checks import (
     check_top,
     configz,
 )
+from tests.cluster.e2e_runs import CLOSEST, PINNED_UNDER_NONE, SUITE, run_e2e
 from tests.cluster.fault_plugin import kill_numa_align, stale_then_back
 from tests.cluster.fault_reboots import PinnedPod, changed_memory_power_cycle, hard_resets
 from tests.cluster.fault_restarts import restart_api_server_during, rode_through_api_restart
@@ -127,10 +128,10 @@ def deploy(inventory: Path, env: dict[str, str], label: str, timeout: float) -> 
     return timed.completed
 
 
-def e2e(state: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def e2e(state: Path, env: dict[str, str], run: tuple[str, ...], *extra: str) -> subprocess.CompletedProcess[str]:
+    """One of e2e_runs' runs against the lab (its targets are the run's own: test_e2e_runs.py collects each)."""
     env = {**env, "KUBECONFIG": str(state / "kubeconfig"), "NUMALAB_SSH_CONFIG": str(state / "ssh_config")}
-    return subprocess.run([str(BIN / "pytest"), "e2e", "-p", "no:cacheprovider", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=2400)
+    return run_e2e(run, env, *extra)
 
 
 def extended_fault_cases(state: Path, env: dict[str, str], lab: Lab) -> None:
@@ -192,7 +193,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             if EXTENDED else "e2e suite"
         with step(suite_title):
             def suite_run() -> subprocess.CompletedProcess[str]:
-                return e2e(state, env, "--durations=8", "--prometheus-url", prometheus_url)
+                return e2e(state, env, SUITE, "--prometheus-url", prometheus_url)
             suite, restart = restart_api_server_during(state, list(WORKERS), API_RESTART_DELAY, suite_run) \
                 if EXTENDED else (suite_run(), None)
         note_durations("e2e", suite.stdout)
@@ -298,7 +299,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
         with step("e2e pinned pods under None, numa-align as a DaemonSet, beside the second deploy (no changes)"), \
                 ThreadPoolExecutor(max_workers=1) as beside:
             second = beside.submit(deploy, none_inventory, env, "again", 1800)
-            pinned = e2e(state, env, "e2e/test_1_pinned.py", "-k", "pinned_pod", "--expect-memory-policy", "None")
+            pinned = e2e(state, env, PINNED_UNDER_NONE)
             again = second.result()
         note_outages(pinned.stdout)
         assert pinned.returncode == 0, failure_excerpt(pinned.stdout + pinned.stderr, 6000) + guest_history(
@@ -332,7 +333,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                 + " | cpu static, memory None, topology restricted/container") in back_output, failed_run(back_output)
         check_numa_align(state, "systemd")
         with step("e2e explain vs kubelet on the 4-cell worker (restricted + prefer-closest-numa-nodes)"):
-            closest = e2e(state, env, "e2e/test_8_explain_agreement.py", "--explain-pairs", "closest")
+            closest = e2e(state, env, CLOSEST)
         note_outages(closest.stdout)
         assert closest.returncode == 0, failure_excerpt(closest.stdout + closest.stderr, 6000)
         NOTES.append(assert_closest_pairs(closest.stdout + closest.stderr, "worker-1"))
