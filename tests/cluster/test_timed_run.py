@@ -40,10 +40,13 @@ def test_phases_and_slowest_operations_come_from_the_output(tmp_path: Path) -> N
     timed = fake_run(tmp_path)
     phases = dict(timed.phases())
     assert list(phases) == ["connect (lab up)", "plan (facts)", "operations", "results"]
-    assert phases["connect (lab up)"] >= 0.3 and phases["plan (facts)"] >= 0.4
+    # Each figure is the gap between two lines' arrivals here. A line the loaded host delivers late shortens the
+    # gap after it (r-c: 0.3990 s for the fake's 0.4 s sleep), so each is asked for half of its sleep: measured,
+    # not zero, and not a timed assertion on this machine's speed.
+    assert phases["connect (lab up)"] >= 0.15 and phases["plan (facts)"] >= 0.2
     slowest = timed.slowest_operations(2)
     assert [name for name, _ in slowest] == ["numa_align | Wait for the DaemonSet", "policy_reset | Drain worker-1"]
-    assert slowest[0][1] >= 0.45  # the fake sleeps 0.5 s; the two clocks' reads can fall a hair inside it
+    assert slowest[0][1] >= 0.25  # the fake sleeps 0.5 s there
 
 
 def test_the_output_is_whole_colourless_with_stderr_and_logged_with_times(tmp_path: Path) -> None:
@@ -54,7 +57,7 @@ def test_the_output_is_whole_colourless_with_stderr_and_logged_with_times(tmp_pa
     assert "\x1b" not in out and out.rstrip().endswith("Grand total  12  -  0  0")
     logged = (tmp_path / "deploy.log").read_text().splitlines()
     assert len(logged) == len(out.splitlines())
-    assert float(logged[-1].split()[0]) >= 1.4  # each line's second since the start
+    assert float(logged[-1].split()[0]) >= 1.0  # each line's second since the start (the fake sleeps 1.45 s in all)
 
 
 def test_a_run_past_its_timeout_is_killed_and_raises_with_what_it_said(tmp_path: Path) -> None:
