@@ -14,7 +14,7 @@ from pyinfra.facts.files import File, Sha256File
 from pyinfra.operations.util import files as file_utils
 
 from numalab.deploy.facts import StampedFile
-from numalab.files import sha256_of_file
+from numalab.files import gzip_copy, sha256_of_file
 
 STAMP_DIR = "/var/lib/numa-lab/stamps"
 
@@ -79,7 +79,9 @@ def stamped_file(src: str, dest: str, mode: str = "755", stamps: str = STAMP_DIR
     later run reads those with one ``stat``: while they match, the stamp's sha256 is the file's. A file
     replaced or rewritten since (another inode, size or mtime), or one without a stamp, is hashed once as
     ``files.put`` would: the same bytes get a new stamp, others are uploaded. The upload lands beside
-    ``dest`` and is renamed into place: a running binary keeps its inode, nothing sees half a file.
+    ``dest`` and is renamed into place: a running binary keeps its inode, nothing sees half a file. What
+    crosses SSH is its gzip copy (made once, ``numalab.files.gzip_copy``), unpacked on the node and checked
+    against the sha256 before the rename.
 
     **Example:**
 
@@ -104,9 +106,19 @@ def stamped_file(src: str, dest: str, mode: str = "755", stamps: str = STAMP_DIR
                 host.noop(f"{dest} is already up to date (stamp)")
             return
     staged = f"{dest}.numa-lab-new"
-    yield FileUploadCommand(src, staged, remote_temp_filename=host.get_temp_filename(dest))
+    packed = f"{staged}.gz"
+    yield FileUploadCommand(str(gzip_copy(src, local)), packed, remote_temp_filename=host.get_temp_filename(dest))
+    yield unpack_and_check(packed, staged, local)
     yield f"chmod {shlex.quote(mode)} {shlex.quote(staged)} && mv -f {shlex.quote(staged)} {shlex.quote(dest)}"
     yield write_stamp(dest, local, stamps)
+
+
+def unpack_and_check(packed: str, staged: str, sha256: str) -> str:
+    """The node's command unpacking the uploaded gzip copy to `staged` and checking it has `sha256`; on any
+    failure both files go and the operation fails (the file in place is untouched)."""
+    gz, out = shlex.quote(packed), shlex.quote(staged)
+    return (f"{{ gzip -dc {gz} > {out} && rm -f {gz} && echo {sha256}'  '{out} | sha256sum -c --quiet --strict; }} "
+            f"|| {{ rm -f {gz} {out}; echo 'numa-lab: {staged} does not unpack to sha256 {sha256}' >&2; false; }}")
 
 
 def stamp_path(dest: str, stamps: str = STAMP_DIR) -> str:

@@ -3,10 +3,15 @@ second run reads one stat and hashes nothing, and a file changed behind its stam
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
+import pytest
+from pyinfra.api.exceptions import PyinfraError
+
 from numalab.deploy.operations import stamp_path, stamped_file
+from numalab.files import sha256_of_file
 from tests.fakehost import commands_of, execute, local_host
 
 BINARY = b"\x7fELF pretend kubelet\n" * 1000
@@ -69,3 +74,26 @@ def test_the_right_bytes_without_a_stamp_get_one_and_no_upload(tmp_path: Path) -
     assert dest.stat().st_ino == inode and oct(dest.stat().st_mode & 0o777) == "0o755"
     assert Path(stamp_path(str(dest), str(stamps))).exists()
     assert run(src, dest, stamps) == []
+
+
+def test_what_is_uploaded_is_the_gzip_copy_unpacked_and_checked_on_the_node(tmp_path: Path) -> None:
+    src, dest, stamps = setup(tmp_path)
+    planned = run(src, dest, stamps)
+    packed = sorted((src.parent / ".gz").glob("*.gz"))
+    assert [p.name for p in packed] == [f"{sha256_of_file(src)}.gz"], packed  # kept by the content's digest
+    assert packed[0].stat().st_size < len(BINARY) / 10  # what crosses SSH
+    assert any("gzip -dc" in command and "sha256sum -c" in command for command in planned), planned
+    assert dest.read_bytes() == BINARY
+    assert not list(dest.parent.glob("*.numa-lab-new*"))  # nothing staged left beside it
+
+
+def test_a_copy_that_does_not_unpack_to_the_binary_fails_and_leaves_the_old_file(tmp_path: Path) -> None:
+    src, dest, stamps = setup(tmp_path)
+    run(src, dest, stamps)
+    src.write_bytes(BINARY + b"v2")
+    wrong = src.parent / ".gz" / f"{sha256_of_file(src)}.gz"
+    wrong.write_bytes(gzip.compress(b"not the binary"))  # a damaged cache entry
+    with pytest.raises(PyinfraError):  # the run fails on the node's check (sha256sum: FAILED)
+        run(src, dest, stamps)
+    assert dest.read_bytes() == BINARY  # the file in place untouched
+    assert not list(dest.parent.glob("*.numa-lab-new*"))
