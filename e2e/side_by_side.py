@@ -38,6 +38,8 @@ STABLE_SECONDS = 15.0
 RESYNCING = "invalid node topology data"
 PLUGIN_REASONS = ("cannot align", RESYNCING)
 """NodeResourceTopologyMatch's Filter reasons: no cell fits; the node's object is being resynced."""
+
+
 RESYNC_GRACE_SECONDS = 12.0
 """Two of the plugin's resync periods (numalab.model.numa_scheduler.RESYNC_SECONDS, 5 s) and room."""
 RETRY_STABLE_SECONDS = 40.0
@@ -178,10 +180,15 @@ def placement_problems(tally: Tally, expected_running: int) -> list[str]:
     if tally.count(RUNNING) != expected_running:
         problems.append(f"{tally.count(RUNNING)} running, expected {expected_running} (pending: "
                         f"{tally.reasons(PENDING)})")
-    others = [why for why in tally.reasons(PENDING) if not any(reason in why for reason in PLUGIN_REASONS)]
+    others = [why for why in tally.reasons(PENDING) if not for_the_plugin(why)]
     if others:
         problems.append(f"pending for another reason than the plugin's: {others}")
     return problems
+
+
+def for_the_plugin(why: str) -> bool:
+    """A Pending pod's reason is one of NodeResourceTopologyMatch's (PLUGIN_REASONS)."""
+    return any(reason in why for reason in PLUGIN_REASONS)
 
 
 def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: int, timeout: float = SETTLE_SECONDS,
@@ -206,7 +213,7 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
         now = time.monotonic()
         decided = len(seen) >= at_least and all(kind is not None for kind, _ in seen.values())
         finished = decided and all(kind in final for kind, _ in seen.values())
-        retried = any(kind == PENDING and any(r in why for r in PLUGIN_REASONS) for kind, why in seen.values())
+        retried = any(kind == PENDING and for_the_plugin(why) for kind, why in seen.values())
         window = max(stable, RETRY_STABLE_SECONDS) if retried else stable
         if (decided and (finished or now - last_change >= window)) or deadline.passed():
             return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s: {why}")

@@ -8,11 +8,8 @@ file in it are one collection), which is how the closest-pairs run once ran ever
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from tests.lab.conftest import BIN, REPO
 
 SUITE: tuple[str, ...] = ("e2e", "--durations=8")
 """Every case, after the first deploy."""
