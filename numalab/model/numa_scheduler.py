@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from numalab.model.components import BIN_DIR, K8S_DIR, Component, kubeconfig_path
+from numalab.model.errors import ValidationError
 
 SCHEDULER_NAME = "numa-aware"
 NAME = "numa-scheduler"  # the unit, the binary, its kubeconfig and its Lease
@@ -80,21 +81,39 @@ def binary_path() -> str:
     return f"{BIN_DIR}/{NAME}"
 
 
-def numa_scheduler_configuration() -> dict[str, Any]:
-    """KubeSchedulerConfiguration: one profile, the default plugins plus NodeResourceTopologyMatch."""
+SCORING_STRATEGIES = ("LeastAllocated", "MostAllocated", "BalancedAllocation", "LeastNUMANodes")
+"""The plugin's scoringStrategy types (scheduler-plugins apis/config ScoringStrategyType). The lab runs the
+first, upstream's default; the fleet simulation (numalab.fleet) runs one scheduler per strategy to compare them."""
+
+
+def numa_scheduler_configuration(
+    strategy: str = "LeastAllocated",
+    *,
+    scheduler_name: str = SCHEDULER_NAME,
+    kubeconfig: str | None = None,
+    leader_elect: bool = True,
+) -> dict[str, Any]:
+    """KubeSchedulerConfiguration: one profile, the default plugins plus NodeResourceTopologyMatch scoring by
+    `strategy`. The defaults are the lab's scheduler; the fleet runs several at once, each with its own
+    `scheduler_name` and `kubeconfig`, and without leader election (one instance each, no Lease writes)."""
+    if strategy not in SCORING_STRATEGIES:
+        known = ", ".join(SCORING_STRATEGIES)
+        raise ValidationError("scoringStrategy.type", f"expected one of {known}, got {strategy!r}")
+    election: dict[str, Any] = {"leaderElect": False}
+    if leader_elect:
+        election = {"leaderElect": True, "resourceName": NAME, "resourceNamespace": LEASE_NAMESPACE, **LEASE_TIMING}
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig_path(NAME)},
-        "leaderElection": {"leaderElect": True, "resourceName": NAME, "resourceNamespace": LEASE_NAMESPACE,
-                           **LEASE_TIMING},
+        "clientConnection": {"kubeconfig": kubeconfig or kubeconfig_path(NAME)},
+        "leaderElection": election,
         "profiles": [{
-            "schedulerName": SCHEDULER_NAME,
+            "schedulerName": scheduler_name,
             "plugins": {"multiPoint": {"enabled": [{"name": PLUGIN}]}},
             "pluginConfig": [{
                 "name": PLUGIN,
                 "args": {
-                    "scoringStrategy": {"type": "LeastAllocated"},
+                    "scoringStrategy": {"type": strategy},
                     "cacheResyncPeriodSeconds": RESYNC_SECONDS,
                     "cache": CACHE,
                 },

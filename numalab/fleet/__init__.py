@@ -1,0 +1,1 @@
+"""The fleet-scale simulation: a native control plane on loopback with kwok nodes (issue 28)."""
