@@ -7,7 +7,8 @@ pod's reason, else its cells from the annotation, which carries PodResources' as
 fillers are deleted (grace 0) and seen gone from the annotation, so the next pair is explained on the node state
 the kubelet then judges. A closest- pair's row also names the kubelet's outcome without prefer-closest-numa-nodes
 and fails when the kubelet gave exactly that where the option should change it (--explain-pairs closest runs only
-those pairs). The workers' sequences run side by side, one thread each. Every wait is an api_outages.Deadline: the
+those pairs). The workers' sequences run side by side, one thread each; a pair judged the same on every worker
+runs on one of them (pair_sharing.py). Every wait is an api_outages.Deadline: the
 API server restarted under the suite gives the wait its time back.
 """
 
@@ -28,6 +29,7 @@ from kubelet_outcome import compare, real_outcome
 from kubernetes.client.rest import ApiException
 from nrt import read_nrt, wait_agreeing
 from numa_align.cpulist import parse_cpulist
+from pair_sharing import share
 from results import ALL_NODES, describe_failures
 
 from numalab.explain.command import collect
@@ -190,6 +192,8 @@ def test_explain_agrees_with_the_kubelet(cluster, workers, settings, pinned_cpus
                              pinned_cpus[worker], settings.capacity_mode)
         plans.append((PairRunner(cluster, source, worker, cell_cpus(hosts[worker], nrt)),
                       selected(corpus(shape, settings.probe_image), settings.explain_pairs)))
+    if settings.explain_pairs == "all":  # a pair judged the same on every worker runs on one of them
+        plans = list(zip([runner for runner, _ in plans], share([pairs for _, pairs in plans]), strict=True))
     if missing := none_to_run((pairs for _, pairs in plans), settings.explain_pairs):
         results.add(ALL_NODES, ALL_NODES, f"{CASE}:closest", False, detail=missing)
     with ThreadPoolExecutor(max_workers=max(1, len(plans))) as pool:

@@ -21,6 +21,8 @@ sys.modules.setdefault("probe_pods", load_e2e_module("probe_pods"))  # explain_c
 outcome_module = sys.modules.setdefault("kubelet_outcome", load_e2e_module("kubelet_outcome"))
 sys.modules.setdefault("closest_pairs", load_e2e_module("closest_pairs"))
 corpus_module = load_e2e_module("explain_corpus")
+sharing = load_e2e_module("pair_sharing")
+share, SHARED = sharing.share, sharing.SHARED
 Outcome = outcome_module.Outcome
 HP = "hugepages-2Mi"
 DEVICES = 100  # numa-align's slots per cell (NUMA_CAPACITY's default)
@@ -294,3 +296,15 @@ def test_annotation_json_matches_what_numa_align_writes() -> None:
     obj, *_ = objects("worker-1", pairs_of("worker-1")["exhausted-cell-next"].fillers)
     (entry,) = json.loads(obj["metadata"]["annotations"]["numa-align/allocations"]).values()
     assert set(entry) == {"cpus", "numa_nodes", "memory", "devices"} and entry["numa_nodes"] == [0]
+
+
+def test_pairs_judged_alike_everywhere_run_on_one_worker_and_the_sequences_even_out() -> None:
+    plans = [lab_corpus(worker) for worker in WORKERS]
+    shared = share(plans)
+    names = [[p.name for p in pairs] for pairs in shared]
+    for name in SHARED:
+        assert sum(name in ours for ours in names) == 1, (name, names)
+    for full, kept in zip(plans, names, strict=True):  # every shape-dependent pair still runs where it did
+        assert [p.name for p in full if p.name not in SHARED] == [n for n in kept if n not in SHARED]
+    assert [len(pairs) for pairs in shared] == [17, 17]  # from 19 and 21: the longer sequence is 4 pairs shorter
+    assert sum(len(pairs) for pairs in shared) >= 30  # the corpus: at least 30 pairs

@@ -12,7 +12,8 @@ import pytest
 from tests.e2e_logic.conftest import load_e2e_module
 from tests.explain.cluster import nrt
 
-for _name in ("probe_pods", "kubelet_outcome", "closest_pairs", "explain_corpus", "kube", "nrt", "results"):
+for _name in ("probe_pods", "kubelet_outcome", "closest_pairs", "explain_corpus", "kube", "nrt", "results",
+              "pair_sharing"):
     sys.modules.setdefault(_name, load_e2e_module(_name))  # test_8 imports them as the suite does
 corpus_module = sys.modules["explain_corpus"]
 case = load_e2e_module("test_8_explain_agreement")
