@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help host venv lint test test-fast lab lab-status lab-destroy e2e bench protos clean
+.PHONY: help host venv lint test test-fast lab lab-status lab-destroy e2e bench scale protos clean
 
 help:
 	@echo "make lab          install host packages, build the image, bring the lab up (pyinfra)"
@@ -13,6 +13,7 @@ help:
 	@echo "make test-fast    the tests that boot no VM"
 	@echo "make e2e          the e2e suite against \$$KUBECONFIG (default: the lab's kubeconfig)"
 	@echo "make bench        benchmarks (print ratios)"
+	@echo "make scale        fleet scale: 100, 1,000 and 5,000 simulated nodes, each scheduler side by side (plots)"
 	@echo "make protos       regenerate the kubelet API gRPC code in plugin/numa_align/api"
 
 # Host packages and the libvirt daemons (root; idempotent).
@@ -38,7 +39,7 @@ test: host venv lint
 	scripts/test-side-by-side $(BIN)/pytest --durations=15 $(PYTEST_ARGS)
 
 test-fast: venv
-	$(BIN)/pytest tests -m 'not lab' $(PYTEST_ARGS)
+	$(BIN)/pytest tests -m 'not lab and not fleet' $(PYTEST_ARGS)
 
 lab: host venv
 	$(BIN)/pyinfra -y inventories/kvm.py deploys/cluster.py
@@ -61,6 +62,15 @@ e2e: venv
 
 bench: venv
 	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The fleet-scale bench (issue 28, bench/fleet_scale.py): per size a native control plane on loopback with kwok
+# nodes, the default scheduler and each numa-scheduler strategy in turn; about an hour at 5,000 nodes. Builds
+# (or finds cached) etcd, kwok and the Kubernetes binaries first. SCALE_ARGS adds options (--out DIR, ...).
+SCALE_SIZES ?= 100,1000,5000
+SCALE_ARGS ?=
+scale: venv
+	$(BIN)/python -m numalab.fleet.build
+	$(BIN)/python bench/fleet_scale.py --sizes $(SCALE_SIZES) $(SCALE_ARGS)
 
 protos: venv
 	sh plugin/gen_protos.sh $(abspath $(BIN))/python

@@ -5,9 +5,11 @@ nodes needs, on loopback ports in one directory (`Layout`):
 - etcd without fsync (a throwaway store; fsyncs would also disturb the timing-sensitive KVM lab on this host);
 - kube-apiserver with admission cut to NamespaceLifecycle and Priority: TaintNodesByCondition would taint every
   new Node not-ready and only the node lifecycle controller, which does not run here, would lift it;
-- kube-controller-manager with only the controllers Deployments need (no node lifecycle controller: a kwok
-  node is never tainted unreachable), its controllers under their own service accounts as in the lab;
-- kube-scheduler as shipped, and one numa-scheduler per scoring strategy, each its own schedulerName;
+- kube-controller-manager with only the controllers Deployments need and the terminated-pod collector (no node
+  lifecycle controller: a kwok node is never tainted unreachable), each under its own service account as in the
+  lab;
+- kube-scheduler as shipped, and one numa-scheduler per scoring strategy, each its own schedulerName, all
+  retrying unschedulable pods after UNSCHEDULABLE_RETRY;
 - kwok's controller, managing only nodes annotated kwok.x-k8s.io/node=fake and never touching pods
   (KWOK_POD_STAGE says how).
 Schedulers, controller-manager and kwok serve one loopback certificate of the fleet's CA, and /metrics
@@ -29,7 +31,11 @@ from numalab.pki.spec import DEFAULT_SERVICE_CIDR
 HOST = "127.0.0.1"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_SELECTOR = f"{KWOK_ANNOTATION}=fake"
-CONTROLLERS = ("deployment", "replicaset")
+CONTROLLERS = ("deployment", "replicaset", "podgc")
+"""Deployments' two, and the terminated-pod garbage collector at its upstream threshold (12,500): a Deployment
+replica the kubelet rejects stays Failed and its ReplicaSet makes another, which the default scheduler may bind
+where it is rejected again; without the collector those Failed pods would pile up in etcd and every watch cache
+for as long as a bench side runs, which no cluster does."""
 ADMISSION_ON = ("NamespaceLifecycle", "Priority")
 ADMISSION_OFF = (
     "LimitRanger", "ServiceAccount", "TaintNodesByCondition", "PodSecurity", "DefaultTolerationSeconds",
@@ -40,6 +46,9 @@ ADMISSION_OFF = (
     "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook", "ResourceQuota",
 )
 """kube-apiserver v1.36.3's default-on plugins (its --help) other than ADMISSION_ON."""
+DELETE_COLLECTION_WORKERS = 4
+"""Upstream deletes a collection one object at a time; a bench empties the fleet of thousands of pods between
+two sides in one request."""
 MAX_REQUESTS_INFLIGHT = 3000
 MAX_MUTATING_REQUESTS_INFLIGHT = 1000
 """Upstream's 400/200 are sized for a few hundred kubelets; 5,000 kwok nodes renew a Lease each every 10 s and
@@ -51,6 +60,17 @@ Deployments should arrive; the schedulers keep their own defaults (50/100), the 
 comparison is fair."""
 ALWAYS_ALLOWED = "/healthz,/readyz,/livez,/metrics"
 ETCD_QUOTA_BYTES = 8 * 1024**3  # etcd's largest recommended; 5,000 nodes' objects are far below it
+UNSCHEDULABLE_RETRY = "10s"
+"""--pod-max-in-unschedulable-pods-duration of every scheduler here, kube-scheduler's too (the same for each, so
+the comparison is fair): a pod turned away waits at most this long before it is tried again without a cluster
+event. The lab's numa-scheduler waits 30 s (numalab.model.numa_scheduler.UNSCHEDULABLE_RETRY says why); the bench
+calls a fleet full only once no pod was admitted for longer than this and a resync (numalab.fleet.filling), so a
+shorter wait makes each side end sooner."""
+VERBOSITY = 0
+"""klog -v of the numa-schedulers: kube-scheduler's default, so both log alike. The lab's 2 (numalab.model.
+numa_scheduler.VERBOSITY) logs a line per node and pod scored: 120,000 lines (28 MB) for one side at 100 nodes,
+a hundred times more at 1,000, work a side would be measured doing. At 2 the plugin's cache says when it resyncs
+a node ("flushing") and what it reserved ("post reserve"), which the small fleet's test reads."""
 NODE_LEASE_SECONDS = 40  # the kubelet's nodeLeaseDurationSeconds: kwok renews each Lease every 10 s
 
 KWOK_POD_STAGE: dict[str, Any] = {
@@ -134,6 +154,7 @@ def apiserver_args(binary: Path, layout: Layout, port: int, etcd_port: int) -> l
         "--endpoint-reconciler-type=none",
         f"--max-requests-inflight={MAX_REQUESTS_INFLIGHT}",
         f"--max-mutating-requests-inflight={MAX_MUTATING_REQUESTS_INFLIGHT}",
+        f"--delete-collection-workers={DELETE_COLLECTION_WORKERS}",
     ]
 
 
@@ -155,21 +176,25 @@ def controller_manager_args(binary: Path, layout: Layout, port: int, controllers
 
 def scheduler_args(binary: Path, layout: Layout, port: int) -> list[str]:
     conf = layout.kubeconfig("scheduler")
-    return [str(binary), f"--kubeconfig={conf}", *_serving(layout, port, conf), "--leader-elect=false"]
+    return [str(binary), f"--kubeconfig={conf}", *_serving(layout, port, conf), "--leader-elect=false",
+            f"--pod-max-in-unschedulable-pods-duration={UNSCHEDULABLE_RETRY}"]
 
 
-def numa_scheduler_args(binary: Path, layout: Layout, port: int, strategy: str) -> list[str]:
+def numa_scheduler_args(binary: Path, layout: Layout, port: int, strategy: str,
+                        verbosity: int = VERBOSITY) -> list[str]:
     conf = layout.kubeconfig("numa-scheduler")
     return [str(binary), f"--config={layout.config(numa_process(strategy))}", *_serving(layout, port, conf),
-            f"--pod-max-in-unschedulable-pods-duration={numa_scheduler.UNSCHEDULABLE_RETRY}",
-            f"--v={numa_scheduler.VERBOSITY}"]
+            f"--pod-max-in-unschedulable-pods-duration={UNSCHEDULABLE_RETRY}", f"--v={verbosity}"]
 
 
-def numa_scheduler_config(layout: Layout, strategy: str) -> str:
-    """The lab's KubeSchedulerConfiguration with `strategy`, its own schedulerName, no leader election."""
+def numa_scheduler_config(layout: Layout, strategy: str, resync_seconds: int | None = None) -> str:
+    """The lab's KubeSchedulerConfiguration with `strategy`, its own schedulerName, no leader election; and, when
+    given, another period for the plugin's cache resync (the lab's: numa_scheduler.RESYNC_SECONDS)."""
     document = numa_scheduler.numa_scheduler_configuration(
         strategy, scheduler_name=numa_scheduler_name(strategy),
         kubeconfig=str(layout.kubeconfig("numa-scheduler")), leader_elect=False)
+    if resync_seconds is not None:
+        document["profiles"][0]["pluginConfig"][0]["args"]["cacheResyncPeriodSeconds"] = resync_seconds
     return yaml.safe_dump(document, sort_keys=False)
 
 

@@ -47,12 +47,21 @@ HEALTH = {"etcd": ("/health", "http"), "kube-apiserver": ("/readyz", "https"),
           "kwok": ("/healthz", "https")}
 
 
+def port_names(strategies: Sequence[str]) -> list[str]:
+    """What listens on a port of its own, by the names `ports` takes (process names, and etcd-peer)."""
+    return ["etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+            *(c.numa_process(s) for s in strategies), "kwok"]
+
+
 class ControlPlane:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a numa-scheduler per strategy and kwok.
 
     `ports` fixes some (process name, or "etcd-peer", -> port); the rest are picked free. `nodes` and `pods`
     are the scale about to be simulated: refused up front when memory.estimate_memory exceeds what the
-    machine has available. `controllers` are the controller-manager's (components.CONTROLLERS by default).
+    machine has available, for `schedulers` holding them at once (all of them unless told: a bench that runs one
+    at a time says 1). `verbosity` is the numa-schedulers' klog -v (components.VERBOSITY says why 0),
+    `resync_seconds` their cache's resync period when not the lab's. `controllers` are the controller-manager's
+    (components.CONTROLLERS by default).
     """
 
     def __init__(
@@ -64,6 +73,9 @@ class ControlPlane:
         ports: Mapping[str, int] | None = None,
         nodes: int = 0,
         pods: int = 0,
+        schedulers: int | None = None,
+        verbosity: int = c.VERBOSITY,
+        resync_seconds: int | None = None,
         controllers: Sequence[str] = c.CONTROLLERS,
         node_lease_seconds: int = c.NODE_LEASE_SECONDS,
         ready_timeout: float = READY_TIMEOUT_SECONDS,
@@ -77,6 +89,8 @@ class ControlPlane:
         self.strategies = tuple(strategies)
         self.fixed_ports = dict(ports or {})
         self.nodes, self.pods = nodes, pods
+        self.schedulers = 1 + len(self.strategies) if schedulers is None else schedulers
+        self.verbosity, self.resync_seconds = verbosity, resync_seconds
         self.controllers = tuple(controllers)
         self.node_lease_seconds = node_lease_seconds
         self.ready_timeout = ready_timeout
@@ -88,6 +102,8 @@ class ControlPlane:
         self.ports: dict[str, int] = {}
         self.processes: list[processes.Process] = []
         self._batches: list[list[processes.Process]] = []  # in start order; stopped in reverse
+        self._commands: dict[str, list[str]] = {}  # process name -> its command line, to start it again
+        self._layout: c.Layout | None = None
         self.credentials: Credentials | None = None
         self.startup_seconds: float | None = None
         self._context: ssl.SSLContext | None = None
@@ -130,6 +146,31 @@ class ControlPlane:
             raise FleetError(f"{url} ({process}) answered HTTP {status}: {body[:200].decode(errors='replace')}")
         return body.decode()
 
+    def stop_process(self, name: str) -> None:
+        """Stop one process of the running plane (a scheduler between two sides of a bench); start_process starts
+        it again with the same command line."""
+        process = self._process(name)
+        processes.stop_all([process], self.stop_grace)
+        self.processes.remove(process)
+        for batch in self._batches:
+            if process in batch:
+                batch.remove(process)
+
+    def start_process(self, name: str) -> None:
+        """Start a stopped process again and wait until it is ready (a new pid)."""
+        if name in self.pids:
+            raise FleetError(f"{name} is running already (pid {self.pids[name]})")
+        if name not in self._commands or self._layout is None:
+            raise FleetError(f"no process {name!r} was started in this control plane "
+                             f"(known: {', '.join(self._commands) or 'none: start the plane first'})")
+        self._run([(name, self._commands[name])], self._layout)
+
+    def _process(self, name: str) -> processes.Process:
+        for process in self.processes:
+            if process.name == name:
+                return process
+        raise FleetError(f"no process {name!r} running in this control plane (running: {', '.join(self.pids)})")
+
     def __enter__(self) -> ControlPlane:
         self._check()
         started = time.monotonic()
@@ -160,22 +201,21 @@ class ControlPlane:
         if problem:
             raise FleetError(problem)
         if self.nodes or self.pods:
-            check_memory(self.nodes, self.pods, self.meminfo, schedulers=1 + len(self.strategies))
-        names = ["etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-                 *(c.numa_process(s) for s in self.strategies), "kwok"]
-        self.ports = assign_ports(names, self.fixed_ports)
+            check_memory(self.nodes, self.pods, self.meminfo, schedulers=self.schedulers)
+        self.ports = assign_ports(port_names(self.strategies), self.fixed_ports)
 
     def _start(self) -> None:
         self.processes, self._batches = [], []
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.directory = Path(tempfile.mkdtemp(prefix="numalab-fleet-", dir=self.workdir))
-        layout = c.Layout(self.directory)
+        layout = self._layout = c.Layout(self.directory)
         with self.progress.step("fleet PKI and configuration"):
             self.credentials = make_credentials(layout, self.api_url)
             self._context = ssl.create_default_context(cafile=str(self.credentials.ca))
             self._context.load_cert_chain(self.credentials.admin_cert, self.credentials.admin_key)
             for strategy in self.strategies:
-                layout.config(c.numa_process(strategy)).write_text(c.numa_scheduler_config(layout, strategy))
+                layout.config(c.numa_process(strategy)).write_text(
+                    c.numa_scheduler_config(layout, strategy, self.resync_seconds))
             layout.config("kwok").write_text(c.kwok_config())
         bins, ports = self.binaries, self.ports
         self._run([("etcd", c.etcd_args(bins.etcd, layout, ports["etcd"], ports["etcd-peer"]))], layout)
@@ -187,7 +227,8 @@ class ControlPlane:
             ("kube-controller-manager", c.controller_manager_args(bins.kube_controller_manager, layout,
                                                                   ports["kube-controller-manager"], self.controllers)),
             ("kube-scheduler", c.scheduler_args(bins.kube_scheduler, layout, ports["kube-scheduler"])),
-            *((c.numa_process(s), c.numa_scheduler_args(bins.numa_scheduler, layout, ports[c.numa_process(s)], s))
+            *((c.numa_process(s), c.numa_scheduler_args(bins.numa_scheduler, layout, ports[c.numa_process(s)], s,
+                                                         self.verbosity))
               for s in self.strategies),
             ("kwok", c.kwok_args(bins.kwok, layout, ports["kwok"], self.node_lease_seconds)),
         ]
@@ -199,6 +240,7 @@ class ControlPlane:
         batch: list[processes.Process] = []
         self._batches.append(batch)
         for name, argv in commands:
+            self._commands[name] = list(argv)
             # kwok would also read ~/.kwok/kwok.yaml (a user's own stages): its work directory is this run's.
             extra = {"KWOK_WORKDIR": str(layout.root / "kwok")} if name == "kwok" else {}
             batch.append(processes.start(name, argv, layout.log(name), {**env, **extra}, layout.root))

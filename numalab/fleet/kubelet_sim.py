@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numa_align.api import podresources_v1_pb2 as pb
+from numa_align.audit import stranded_cpus
+from numa_align.nrt import exclusive_from_podresources
 from numa_align.sysfs import HostTopology
 
 from numalab.explain.admission import admit, device_names
@@ -109,9 +111,21 @@ class SimulatedKubelet:
         return self._state
 
     def _publish(self) -> dict[str, Any]:
-        listed = pb.ListPodResourcesResponse(pod_resources=[h.resources for h in self.pods.values()])
+        self._listed = pb.ListPodResourcesResponse(pod_resources=[h.resources for h in self.pods.values()])
         self._state = None
-        return nrt_object(self.node, self.uid, listed, self.pods, self._allocatable)
+        return nrt_object(self.node, self.uid, self._listed, self.pods, self._allocatable)
+
+    # -- packing, as the bench reads it ---------------------------------------------------------------------
+
+    @property
+    def allocatable_millicpu(self) -> int:
+        """The Node's allocatable CPU (millicores): what the scheduler and the kubelet's predicate count against."""
+        return self._node_allocatable.get(CPU, 0)
+
+    def stranded_cpus(self) -> int:
+        """Free CPUs outside this node's largest free cell block, by numa-align's auditor's own definition
+        (numa_align.audit.stranded_cpus over what the kubelet hands out exclusively now)."""
+        return stranded_cpus(self._allocatable, exclusive_from_podresources(self._listed, self.node.shape.host))
 
     # -- admission ------------------------------------------------------------------------------------
 

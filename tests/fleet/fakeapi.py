@@ -8,7 +8,7 @@ import queue
 import threading
 from typing import Any
 
-from numalab.fleet.driver import ApiError, Expired
+from numalab.fleet.kube_api import ApiError, Expired
 
 END = object()
 

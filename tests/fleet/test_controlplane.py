@@ -305,6 +305,10 @@ def test_each_numa_scheduler_scores_by_its_strategy_under_its_own_name_without_e
     args = profile["pluginConfig"][0]["args"]
     assert args["scoringStrategy"] == {"type": "BalancedAllocation"}
     assert args["cache"] == numa_scheduler_configuration()["profiles"][0]["pluginConfig"][0]["args"]["cache"]
+    assert args["cacheResyncPeriodSeconds"] == 5  # the lab's, unless told
+    other = yaml.safe_load(components.numa_scheduler_config(layout, "BalancedAllocation", resync_seconds=3600))
+    assert other["profiles"][0]["pluginConfig"][0]["args"]["cacheResyncPeriodSeconds"] == 3600
+    assert "--v=0" in components.numa_scheduler_args(Path("/bin/true"), layout, 6, "BalancedAllocation")
 
 
 def test_kwok_keeps_its_node_stages_and_gets_one_pod_stage_that_never_matches():
@@ -324,7 +328,7 @@ def test_every_process_listens_on_loopback_only_with_the_controllers_deployments
                 components.kwok_args(binary, layout, 7)]
     text = " ".join(" ".join(argv) for argv in commands)
     assert "0.0.0.0" not in text and "localhost" not in text
-    assert "--controllers=deployment,replicaset" in commands[2]
+    assert "--controllers=deployment,replicaset,podgc" in commands[2]
     apiserver = dict(arg[2:].split("=", 1) for arg in commands[1] if "=" in arg)
     assert apiserver["bind-address"] == "127.0.0.1"
     assert "TaintNodesByCondition" in apiserver["disable-admission-plugins"].split(",")
@@ -337,3 +341,22 @@ def test_a_work_directory_that_cannot_be_made_is_one_line(tmp_path):
     with pytest.raises(FleetError, match=r"^cannot prepare the control plane under .*/taken: "):
         with ControlPlane(tmp_path / "taken", fake_binaries(tmp_path / "bin"), STRATEGIES):
             pass
+
+
+def test_a_process_stopped_and_started_again_gets_a_new_pid_and_nothing_outlives_the_plane(
+        tmp_path, children, no_lab_objects):
+    with plane(tmp_path, fake_binaries(tmp_path / "bin")) as started:
+        first = started.pids["kube-scheduler"]
+        started.stop_process("kube-scheduler")
+        assert "kube-scheduler" not in started.pids and gone(first)
+        with pytest.raises(FleetError, match=r"^no process 'kube-scheduler' running in this control plane"):
+            started.stop_process("kube-scheduler")
+        started.start_process("kube-scheduler")
+        again = started.pids["kube-scheduler"]
+        assert again != first and not gone(again, wait=0)
+        with pytest.raises(FleetError, match=r"^kube-scheduler is running already"):
+            started.start_process("kube-scheduler")
+        with pytest.raises(FleetError, match=r"^no process 'kubelet' was started in this control plane"):
+            started.start_process("kubelet")
+        directory = started.directory
+    assert_nothing_left([*started_pids(children), again], directory)

@@ -1,4 +1,4 @@
-"""The driver against an in-memory API: registration, each bound pod answered once, statuses before objects, one
+"""The driver against an in-memory API: registration, each bound pod answered once, objects before statuses, one
 object write per node per batch, deletions finished, relists and failed writes recovered."""
 
 import threading
@@ -106,7 +106,7 @@ def test_changes_to_one_node_queued_together_make_one_object_write(running):
     wait_for(lambda: len([w for w in api.writes if w[0] == "nrt"]) == 2)
     time.sleep(0.2)
     kinds = [w[0] for w in api.writes]
-    assert kinds == ["status", "nrt", "status", "status", "status", "nrt"]  # statuses before the object
+    assert kinds == ["nrt", "status", "nrt", "status", "status", "status"]  # the object before the statuses
 
 
 def test_deletion_is_finished_and_frees_the_cells(running):
@@ -120,6 +120,22 @@ def test_deletion_is_finished_and_frees_the_cells(running):
     wait_for(lambda: fingerprint(api, node) != held)
     assert not driver.kubelets[node].pods
     assert driver.counts.snapshot()["writes"]["delete"] == 1
+
+
+def test_holding_and_idle_say_when_the_fleet_is_empty_and_its_objects_written(running):
+    api, driver = running()
+    node = PLAIN[0]
+    wait_for(driver.idle)  # the first list's entries judged
+    assert driver.holding() == 0
+    api.bind(guaranteed("a", cpu="2", on=node))
+    wait_for(lambda: driver.holding() == 1 and driver.idle())
+    assert ("nrt", node) in api.writes
+    api.failing_nrt_writes = 2  # the write after the release, and its retry with the DELETED event
+    api.mark_deleted("default", "a")
+    wait_for(lambda: driver.holding() == 0)
+    assert not driver.idle()  # its object not written yet: tried again within a second
+    wait_for(driver.idle)
+    assert api.writes[-1] == ("nrt", node)
 
 
 def test_a_relist_after_an_expired_watch_releases_the_gone_and_admits_the_new(running):

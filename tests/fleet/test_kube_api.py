@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes import client
 
-from numalab.fleet.driver import ApiError, Expired, KubeFleetApi
+from numalab.fleet.kube_api import ApiError, Expired, KubeFleetApi, api_client
 
 NRT = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
 
@@ -58,6 +58,8 @@ def handler(api: Api):
                     return self.answer(409, {"kind": "Status", "code": 409, "message": "already exists"})
                 api.nodes[name] = {**body, "metadata": {**body["metadata"], "uid": f"uid-{name}"}}
                 return self.answer(201, api.nodes[name])
+            if path == "/api/v1/nodes" and method == "GET":
+                return self.answer(200, {"items": list(api.nodes.values()), "metadata": {"resourceVersion": "5"}})
             if path.startswith("/api/v1/nodes/"):
                 return self.answer(200, api.nodes[path.rsplit("/", 1)[1]])
             if path == NRT and method == "POST":
@@ -81,6 +83,8 @@ def handler(api: Api):
                 if end < len(api.pods):
                     page["metadata"]["continue"] = str(end)
                 return self.answer(200, page)
+            if path == "/api/v1/namespaces/bench/pods" and method == "GET":
+                return self.answer(200, {"items": api.pods[:int(query.get("limit", 500))], "metadata": {}})
             if "/pods/" in path and method == "PATCH" and path.rsplit("/", 2)[1] == "gone":
                 return self.answer(404, {"kind": "Status", "code": 404, "message": 'pods "gone" not found'})
             return self.answer(200, {})
@@ -162,7 +166,7 @@ def test_pod_status_patch_and_deletion():
 def test_list_in_pages_and_watch_from_its_version():
     with serving() as (api, fleet):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("numalab.fleet.driver.LIST_CHUNK", 2)
+            patch.setattr("numalab.fleet.kube_api.LIST_CHUNK", 2)
             pods, version = fleet.list_bound_pods()
         assert [p["metadata"]["name"] for p in pods] == ["p0", "p1", "p2", "p3", "p4"] and version == "77"
         assert [r["query"].get("continue") for r in api.requests] == [None, "2", "4"]
@@ -207,3 +211,46 @@ def test_interrupt_ends_a_quiet_watch():
         thread.join(5)
         assert not thread.is_alive() and time.monotonic() - started < 2
         assert got and got[0][0] == "ADDED"
+
+
+def test_the_benchs_workload_created_counted_and_deleted():
+    with serving() as (api, fleet):
+        fleet.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "bench"}})
+        fleet.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}})
+        assert [(r["method"], r["path"]) for r in api.requests] == [
+            ("POST", "/api/v1/namespaces/bench/pods"), ("POST", "/apis/apps/v1/namespaces/default/deployments")]
+        assert fleet.any_left("Pod", "bench", "numa-lab/workload=s-default")
+        assert api.requests[-1]["query"] == {"labelSelector": "numa-lab/workload=s-default", "limit": "1"}
+        api.pods = []
+        assert not fleet.any_left("Pod", "bench", "numa-lab/workload=s-default")
+        fleet.delete_all("ReplicaSet", "bench", "numa-lab/workload=s-default")
+        request = api.requests[-1]
+        assert (request["method"], request["path"], request["query"]) == (
+            "DELETE", "/apis/apps/v1/namespaces/bench/replicasets", {"labelSelector": "numa-lab/workload=s-default"})
+        assert request["body"] == {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+
+
+def test_ready_nodes_and_an_annotation_set_on_an_object():
+    with serving() as (api, fleet):
+        ready = {"type": "Ready", "status": "True"}
+        api.nodes = {"a": {"status": {"conditions": [ready]}}, "b": {"status": {"conditions": [
+            {**ready, "status": "Unknown"}]}}, "c": {"status": {}}}
+        assert fleet.ready_nodes() == 1
+        api.nrts["n1"] = {"metadata": {"name": "n1", "annotations": {"numa-align/allocations": "{}"}}}
+        fleet.annotate_nrt("n1", "numa-lab/bench-nudge", "default-1")
+        request = api.requests[-1]
+        assert (request["method"], request["path"], request["type"]) == (
+            "PATCH", f"{NRT}/n1", "application/merge-patch+json")
+        assert request["body"] == {"metadata": {"annotations": {"numa-lab/bench-nudge": "default-1"}}}
+
+
+def test_api_client_sizes_its_pool_from_a_kubeconfig(tmp_path):
+    kubeconfig = tmp_path / "admin.conf"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: {server: "
+        "'https://127.0.0.1:6443', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    client = api_client(kubeconfig, connections=24)
+    assert client.configuration.host == "https://127.0.0.1:6443"
+    assert client.configuration.connection_pool_maxsize == 24
+    assert client.rest_client.pool_manager.connection_pool_kw["maxsize"] == 24
