@@ -154,7 +154,9 @@ class Side:
         s = self.settings
         allocatable = sum(k.allocatable_millicpu for k in self.driver.kubelets.values())
         estimate = estimate_pods(allocatable, s.seed, s.mix)
-        writes_before = measures.nrt_writes(self.plane.metrics_text())
+        metrics = self.plane.metrics_text()
+        writes_before = measures.nrt_writes(metrics)
+        reads_before = measures.nrt_writes(metrics, measures.READ_VERBS)
         start = time.monotonic()
         with ThreadPoolExecutor(s.creators, thread_name_prefix="fleet-create") as pool:
             rate_pods = min(estimate // 2, int(s.rate * s.rate_seconds))
@@ -167,7 +169,7 @@ class Side:
                 self._offer(pool, burst(self._stream, pods))
             with self.progress.step(f"{self.side}: until the fleet is full"):
                 full = self._until_full(pool, start, estimate)
-        result = self._measure(full, start, burst_start, writes_before, sampler)
+        result = self._measure(full, start, burst_start, (writes_before, reads_before), sampler)
         if self.at_full is not None:
             self.at_full(self)
         return result
@@ -207,10 +209,13 @@ class Side:
         """The later of the last admission of this side's pods and the last creation."""
         return max(self.driver.counts.last_admitted.get(self.scheduler, start), self.last_created)
 
-    def _measure(self, full: bool, start: float, burst_start: float, writes_before: int,
+    def _measure(self, full: bool, start: float, burst_start: float, before: tuple[int, int],
                  sampler: _Sampler) -> SideResult:
+        """`before`: the NodeResourceTopology writes and reads counted when the side started."""
         packed = measures.packing(list(self.driver.kubelets.values()))
-        writes = measures.nrt_writes(self.plane.metrics_text()) - writes_before - self.nudges
+        metrics = self.plane.metrics_text()
+        writes = measures.nrt_writes(metrics) - before[0] - self.nudges
+        reads = measures.nrt_writes(metrics, measures.READ_VERBS) - before[1]
         decided = self.driver.counts.snapshot()["decisions"].get(self.scheduler, {})
         quiet_since = self._last_activity(start)
         counts = self.log.counts()
@@ -222,7 +227,7 @@ class Side:
             rate_latency=measures.latency_percentiles(self.log.latencies(start, burst_start)),
             burst_latency=measures.latency_percentiles(self.log.latencies(burst_start)),
             throughput=measures.bind_throughput(burst_start, self.log.bind_times(burst_start)),
-            packing=packed, nrt_writes=writes, rss_peak=sampler.peak, rss_full=sampler.last,
+            packing=packed, nrt_writes=writes, nrt_reads=reads, rss_peak=sampler.peak, rss_full=sampler.last,
             kubelet_lag=measures.latency_percentiles(self.driver.counts.lags.get(self.scheduler, [])),
             create_errors=self.create_errors, relisted=self.log.relisted)
         self.progress.note(f"{self.side}: {'full' if full else 'NOT full (timed out)'} after {result.fill_seconds} s: "

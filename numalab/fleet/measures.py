@@ -27,6 +27,8 @@ after a retry as the fleet fills, a tail of waits rather than of scheduling work
 NRT_RESOURCE = "noderesourcetopologies"
 WRITE_VERBS = frozenset({"CREATE", "UPDATE", "PATCH"})
 """apiserver_request_total's verbs for POST, PUT and PATCH."""
+READ_VERBS = frozenset({"GET", "LIST"})
+"""... and for reads (a numa-scheduler reads each node's object it resyncs; WATCH streams are not counted)."""
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -89,16 +91,17 @@ def packing(kubelets: Iterable[Packed]) -> Packing:
     return Packing(allocated, allocatable, stranded, nodes, stranding)
 
 
-def nrt_writes(metrics: str) -> int:
+def nrt_writes(metrics: str, verbs: frozenset[str] = WRITE_VERBS) -> int:
     """Requests that wrote NodeResourceTopology objects (CREATE, UPDATE, PATCH, any answer code) so far, from
-    kube-apiserver's Prometheus text; take two readings' difference for a side."""
+    kube-apiserver's Prometheus text, or those with other `verbs` (READ_VERBS: the numa-schedulers' reads); take
+    two readings' difference for a side."""
     total = 0.0
     for line in metrics.splitlines():
         sample = _SAMPLE.match(line)
         if not sample:
             continue
         labels = dict(_LABEL.findall(sample.group("labels")))
-        if labels.get("resource") == NRT_RESOURCE and labels.get("verb") in WRITE_VERBS:
+        if labels.get("resource") == NRT_RESOURCE and labels.get("verb") in verbs:
             total += float(sample.group("value"))
     return int(total)
 
@@ -179,6 +182,7 @@ class SideResult:
     nrt_writes: int
     rss_peak: int | None
     rss_full: int | None
+    nrt_reads: int = 0
     kubelet_lag: tuple[float, float] | None = None
     """p50 and p99 seconds from a bound pod's event reaching the simulated kubelets to its object and status
     written: the window in which a numa-scheduler that resyncs the node forgets the pod (numalab.fleet.driver)."""

@@ -62,6 +62,7 @@ def as_json(results: Sequence[SideResult]) -> list[dict[str, Any]]:
         data = dataclasses.asdict(result)
         data.update(rejections=result.rejections, remade=max(0, result.seen - result.offered),
                     allocated_share=result.packing.allocated_share,
-                    nrt_writes_per_second=result.nrt_writes_per_second)
+                    nrt_writes_per_second=result.nrt_writes_per_second,
+                    nrt_reads_per_second=result.nrt_reads / result.fill_seconds if result.fill_seconds > 0 else 0.0)
         out.append(data)
     return out

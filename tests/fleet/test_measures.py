@@ -67,6 +67,7 @@ def test_nrt_writes_sum_creates_updates_and_patches_of_the_objects_whatever_the_
     later = METRICS.replace("} 2500", "} 3100")
     assert measures.nrt_writes(later) - measures.nrt_writes(METRICS) == 600
     assert measures.nrt_writes("") == 0
+    assert measures.nrt_writes(METRICS, measures.READ_VERBS) == 40
 
 
 def test_rss_from_proc_status(tmp_path):
