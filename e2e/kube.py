@@ -25,6 +25,8 @@ POLL_SECONDS = 2.0
 REACHABLE_TIMEOUT = 10.0
 FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                  "CreateContainerError", "RunContainerError"}
+UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+"""Field selector of the pods that still hold what they were given: bound pods of every other phase."""
 
 
 class ClusterUnreachable(RuntimeError):
@@ -178,10 +180,11 @@ class Cluster:
             if not self._gone(lambda n=name: self.core.read_namespaced_pod(n, self.namespace), wait, every):
                 raise PodTrouble(f"pod {self.namespace}/{name} still exists {wait:.0f}s after deletion")
 
-    def running_pods(self, nodes: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
-        """(namespace, name) of every pod the API shows Running on each node, all namespaces."""
+    def bound_pods(self, nodes: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        """(namespace, name) of every pod bound to each node whose phase is neither Succeeded nor Failed, all
+        namespaces: the pods numa-lab's NUMA-aware scheduler counts when it resyncs a node."""
         found: dict[str, list[tuple[str, str]]] = {node: [] for node in nodes}
-        for pod in self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items:
+        for pod in self.core.list_pod_for_all_namespaces(field_selector=UNFINISHED).items:
             if pod.spec.node_name in found:  # one list for every node: the case polls this every 2 s
                 found[pod.spec.node_name].append((pod.metadata.namespace, pod.metadata.name))
         return found

@@ -240,30 +240,32 @@ def wait_fitting(read_all: Callable[[], list[Mapping[str, Any]]], cpus: int, exp
         time.sleep(every)
 
 
-def unsynced(nrt_objects: Iterable[Mapping[str, Any]], running: Mapping[str, Iterable[tuple[str, str]]]) -> list[str]:
-    """Nodes whose NRT object's pod fingerprint is not that of the Running pods the API shows on them.
+def unsynced(nrt_objects: Iterable[Mapping[str, Any]], bound: Mapping[str, Iterable[tuple[str, str]]]) -> list[str]:
+    """Nodes whose NRT object's pod fingerprint is not that of the pods the API shows bound to them, unfinished.
 
-    The plugin's resync trusts a node's object again only when that fingerprint matches the pods it sees
-    Running there (method `all`, numa-align's); until then the node is "invalid node topology data" to it.
+    numa-lab's scheduler build resyncs a node's object only when that fingerprint (method `all`: every pod the
+    kubelet admitted, numa-align's) matches the pods it counts there: every bound pod neither Succeeded nor
+    Failed. Until then the node is "invalid node topology data" to it (a pod bound, not yet admitted, included).
     """
     stale = []
     for nrt in nrt_objects:
         node = (nrt.get("metadata") or {}).get("name", "?")
         published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
-        if published != pod_fingerprint(running.get(node, ())):
+        if published != pod_fingerprint(bound.get(node, ())):
             stale.append(node)
     return sorted(stale)
 
 
 def wait_resyncable(read_all: Callable[[], list[Mapping[str, Any]]],
-                    read_running: Callable[[], Mapping[str, Iterable[tuple[str, str]]]],
+                    read_bound: Callable[[], Mapping[str, Iterable[tuple[str, str]]]],
                     timeout: float = 60.0, every: float = 2.0, grace: float = RESYNC_GRACE_SECONDS) -> list[str]:
-    """Wait until every node's object could be resynced, then for the plugin's resync to run; [] when it
-    could, else the nodes that still could not after `timeout`. Contenders made before would find a node
-    the last side's pods left marked (foreign or over-reserved) and wait for the scheduler's retry."""
+    """Wait until every node's object could be resynced (its fingerprint that of `read_bound()`'s pods for its
+    node, Cluster.bound_pods), then for the plugin's resync to run; [] when it could, else the nodes that still
+    could not after `timeout`. Contenders made before would find a node the last side's pods left marked
+    (foreign or over-reserved) and wait for the scheduler's retry."""
     deadline = time.monotonic() + timeout
     while True:
-        stale = unsynced(read_all(), read_running())
+        stale = unsynced(read_all(), read_bound())
         if not stale:
             time.sleep(grace)
             return []

@@ -75,10 +75,10 @@ def test_numa_aware_scheduler_places_by_cell_where_the_default_one_gets_rejectio
         if row == DEFAULT:
             return
         # The last side's pods left nodes marked for resync: start when the scheduler can trust every object.
-        stale = wait_resyncable(objects, lambda: cluster.running_pods(workers))
+        stale = wait_resyncable(objects, lambda: cluster.bound_pods(workers))
         if stale:  # go on: the verdict waits for the scheduler's own retry, and this says why it had to
             unsynced_before[row] = (f"; the NRT objects of {', '.join(stale)} had a pod fingerprint other than "
-                                    "their Running pods' for 60 s before it started")
+                                    "their bound, unfinished pods' for 60 s before it started")
 
     try:
         for name in names:

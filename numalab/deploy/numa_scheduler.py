@@ -10,8 +10,9 @@ without the certificate's holder running).
 
 Upstream's plugin ignores NodeResourceTopology objects created after it started (scheduler-plugins issue
 967); numa-lab's build carries a fix (numalab/k8s/scheduler_go/nrtadopt: objects made later, or made again
-for a re-registered Node, are handed to its cache; a node marked for resync with no Running pod, which
-upstream never resyncs, is flushed when its object says it has none), so the scheduler is no longer
+for a re-registered Node, are handed to its cache; its resync counts every bound, unfinished pod; a node
+marked for resync with no pod bound, which upstream never resyncs, is flushed when its object says it has
+none), so the scheduler is no longer
 restarted for newer objects.
 It still starts only once every node has its object: a first deploy's scheduler has them all at once.
 """

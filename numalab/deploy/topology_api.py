@@ -3,7 +3,7 @@ and numa-align's right to publish its node's object, when `numa_align_nrt` is on
 
 The CRD is the one the API's Go module ships (numalab.k8s.nrt_crd); the rights are
 templates/plugin/nrt-access.yaml.j2 (the DaemonSet's ServiceAccount, and the unit's certificate user under
-the upstream distribution): get nodes, list pods (the node's Running pods, for the fingerprint),
+the upstream distribution): get nodes, list pods (the node's Running pods, for the cpuset auditor),
 get/create/update NodeResourceTopology objects, get/create/update Leases in kube-system (its liveness
 Lease, numa_align.leases) and create Events in default (the kubelet guard's moves, numa_align.guard_events).
 Applied only when the live ClusterRole carries another checksum (of the access manifest and the CRD) or the

@@ -3,13 +3,13 @@ watches bound pods and answers each once as its node's kubelet and numa-align wo
 
 Nodes are shared out over `workers` threads (a node always to the same one, so its kubelet is never touched by
 two); a worker takes what queued up for it in one batch, judges it in order, writes one object per node that
-changed, however many of its pods the batch held, then the pods' statuses (until both are written, a
-numa-scheduler finds the object's pod fingerprint and the node's Running pods apart and leaves the node's view
-alone). A pod marked for deletion is released and deleted at once (grace 0, uid precondition), as the kubelet
-finishes a deletion; a pod gone from a relist is released. `Counts` tallies the decisions per scheduler name
-and reason, the writes, and each judged pod's lag from its event to its object and status written: while a pod
-bound to a node is not judged yet, a numa-scheduler that resyncs the node takes its object without the pod and
-forgets it (README, "Fleet scale"), so the more workers, the fewer such pods.
+changed, however many of its pods the batch held, then the pods' statuses (a numa-scheduler resyncs a node only
+when the object's pod fingerprint is that of every pod bound there and not finished, so a pod bound and not
+judged yet, or judged and rejected but not yet Failed, keeps the node's reservations). A pod marked for deletion
+is released and deleted at once (grace 0, uid precondition), as the kubelet finishes a deletion; a pod gone from
+a relist is released. `Counts` tallies the decisions per scheduler name and reason, the writes, and each judged
+pod's lag from its event to its object and status written: the time a numa-scheduler holds the node's
+reservations instead of its object (README, "Fleet scale").
 """
 
 from __future__ import annotations

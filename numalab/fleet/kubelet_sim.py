@@ -113,7 +113,7 @@ class SimulatedKubelet:
     def _publish(self) -> dict[str, Any]:
         self._listed = pb.ListPodResourcesResponse(pod_resources=[h.resources for h in self.pods.values()])
         self._state = None
-        return nrt_object(self.node, self.uid, self._listed, self.pods, self._allocatable)
+        return nrt_object(self.node, self.uid, self._listed, self._allocatable)
 
     # -- packing, as the bench reads it ---------------------------------------------------------------------
 

@@ -4,9 +4,10 @@ The object is numa-align's own: `numa_align.nrt.build_nrt` over the host as numa
 it (`host_topology`, a model-to-sysfs adapter), with allocatable and exclusive use derived by numa-align from
 PodResources answers (`allocatable_from_podresources`, `exclusive_from_podresources`) that the simulated kubelet
 gives as a real kubelet would, the allocations annotation from `numa_align.allocations` and the fingerprint from
-`numa_align.fingerprint` over the node's Running pods. One addition: the CPU and Memory Manager policies and
-options as object attributes (the names numa_align.nrt_cores gives them), because explain reads them from the
-kubelet's /configz otherwise and a kwok node serves none; the NUMA-aware scheduler ignores them.
+`numa_align.fingerprint` over every pod that answer lists, as numa-align signs it. One addition: the CPU and
+Memory Manager policies and options as object attributes (the names numa_align.nrt_cores gives them), because
+explain reads them from the kubelet's /configz otherwise and a kwok node serves none; the NUMA-aware scheduler
+ignores them.
 
 The Node's capacity and allocatable are the kubelet's: allocatable = capacity less kube- and system-reserved and
 the hard memory eviction threshold, less every hugepage size from memory, and, with reserved-cpus set, exactly
@@ -170,15 +171,16 @@ def manager_attributes(shape: NodeShape) -> list[dict[str, str]]:
 
 
 def nrt_object(desc: NodeDescription, uid: str, listed: pb.ListPodResourcesResponse | None = None,
-               running: Iterable[Pod] = (), allocatable: Allocatable | None = None) -> dict[str, Any]:
+               allocatable: Allocatable | None = None) -> dict[str, Any]:
     """The node's NodeResourceTopology object as numa-align publishes it for the kubelet's PodResources List
-    answer `listed` (None: no pod) and the node's Running pods (the fingerprint's set, METHOD_ALL)."""
+    answer `listed` (None: no pod), its fingerprint over every pod listed (METHOD_ALL)."""
     shape = desc.shape
     listed = listed if listed is not None else pb.ListPodResourcesResponse()
     policy = shape.policy
+    admitted = sorted((pod.namespace, pod.name) for pod in listed.pod_resources)
     obj = build_nrt(desc.name, uid, shape.host, allocatable or shape_allocatable(shape),
                     exclusive_from_podresources(listed, shape.host), policy.topology_manager_policy,
-                    policy.topology_manager_scope or KUBELET_DEFAULT_SCOPE, pod_fingerprint(sorted(running)),
+                    policy.topology_manager_scope or KUBELET_DEFAULT_SCOPE, pod_fingerprint(admitted),
                     METHOD_ALL, allocations_annotation(listed, shape.host))
     obj["attributes"].extend(manager_attributes(shape))
     return obj

@@ -6,8 +6,11 @@ object is owned by the Node) is passed by Filter with no NUMA check, until the s
 function by function, and the fix are in scheduler_go/nrtadopt/adopt.go's package comment: a plugin
 constructor of ours registered under upstream's name, which returns upstream's plugin unchanged and hands its
 cache, through the cache's exported FlushNodes, each object whose node it lacks or holds under another UID.
-A second part (scheduler_go/nrtadopt/idle.go) flushes a node marked for resync on which no pod is Running
-when its object says so: upstream's resync skips such a node ("cannot find any pod for node") for good.
+A second part (scheduler_go/nrtadopt/bound.go) makes the cache's resync count every pod bound to the node that
+has not finished, and the pods it reserved whose binding is not seen yet, where upstream counts Running pods
+only and so flushes away the reservation of a pod bound but not yet admitted (the fleet bench's rejections
+under a burst). A third (idle.go) flushes a node marked for resync on which no pod is bound when its object
+says so: upstream's resync skips such a node ("cannot find any pod for node") for good.
 
 The Go sources live in scheduler_go/ (our code only; no upstream file is copied or patched) and are copied into
 the wrapper module. Their `go test` runs before `go build`, so no binary is cached with a fix whose test fails,
@@ -31,9 +34,12 @@ FIX_TESTS = (
     "TestTheFixedPluginUsesObjectsMadeAfterItStarted",
     "TestUpstreamIgnoresObjectsMadeAfterItStarted",
     "TestOnlyTheOverReserveCacheIsAdopted",
-    "TestTheFixedPluginFlushesAMarkedNodeWithNoRunningPod",
-    "TestUpstreamKeepsAMarkedNodeWithNoRunningPodMarked",
+    "TestTheFixedPluginFlushesAMarkedNodeWithNoPodBound",
+    "TestUpstreamKeepsAMarkedNodeWithNoPodBoundMarked",
     "TestSweepFlushesOnlyIdleNodesWhoseObjectSaysSo",
+    "TestTheFixedPluginKeepsAReservationUntilTheObjectShowsThePod",
+    "TestUpstreamForgetsAReservationTheObjectDoesNotShowYet",
+    "TestTheResyncCountsBoundUnfinishedPodsAndHeldOnes",
 )
 """Every test of the fix: the build refuses a run in which one of them did not pass (renamed, skipped, lost)."""
 

@@ -28,8 +28,10 @@ RESYNC_SECONDS = 5
 object shows them (its pod fingerprint matches), so a burst of pods never lands twice on a cell's last
 CPUs; upstream advises at least 5 s."""
 CACHE = {
-    # Shared: the scheduler fingerprints a node's Running pods, as numa-align does (the kubelet's pods the API
-    # says are Running: numa_align.node_pods); Dedicated would count Succeeded and Failed pods too.
+    # Shared (the scheduler's own pod informer): numa-lab's build replaces the resync's pod filter, upstream's
+    # Running pods only (scheduler_go/nrtadopt/bound.go), by every pod bound to the node and not finished.
+    # numa-align's fingerprint covers every pod the kubelet admitted, so a pod bound but not yet admitted keeps
+    # its reservation until the object shows it.
     "informerMode": "Shared",
     # Pods the default scheduler binds (DaemonSets, CoreDNS) mark a node for resync only when they hold
     # something exclusive (whole CPUs, NUMA-placed memory, devices); All would mark every node at each one.

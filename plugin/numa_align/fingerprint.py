@@ -30,8 +30,10 @@ ATTRIBUTE_METHOD = "nodeTopologyPodsFingerprintMethod"
 ANNOTATION = "topology.node.k8s.io/fingerprint"
 """Legacy place of the fingerprint; the scheduler reads it only when the attribute is absent."""
 METHOD_ALL = "all"
-"""Every pod on the node. The scheduler then counts the pods its informer lists for the node: Running
-ones (shared informer, the default) or all but Pending ones (dedicated informer)."""
+"""Every pod on the node: numa-align's, over every pod the kubelet's PodResources List returns (admitted, not
+terminated). numa-lab's scheduler build then counts every pod bound to the node whose phase is neither
+Succeeded nor Failed (upstream's shared informer: Running ones only), so a pod bound but not yet admitted
+holds the node out of resync, keeping its reservation, until the object shows it."""
 METHOD_WITH_EXCLUSIVE_RESOURCES = "with-exclusive-resources"
 """Only pods holding exclusive resources. The scheduler honours it with resync method Autodetect (the
 default) or OnlyExclusiveResources and decides from each pod's spec (see `fingerprint_pods`)."""

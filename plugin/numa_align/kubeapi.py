@@ -1,7 +1,8 @@
 """The few Kubernetes API requests publishing the NRT object needs, on the standard library's HTTP client.
 
 Get a Node (for its uid: the NRT object's owner); get, create and replace a cluster-scoped
-NodeResourceTopology and this node's Lease; list the names of the node's Running pods; create an Event.
+NodeResourceTopology and this node's Lease; list the node's Running pods (whole, for the cpuset auditor: the
+pod fingerprint needs no list, it covers every pod the kubelet lists); create an Event.
 Every request has a timeout. Failures are typed and say what to do: `Unreachable` names the server address,
 `ApiError` carries the status, `CrdMissing` says the CRD is not installed, a 401 or 403 names the credentials
 and the right missing.
@@ -38,8 +39,6 @@ POD_RESOURCE = "pods"
 LEASE_RESOURCE = "leases.coordination.k8s.io"
 EVENT_RESOURCE = "events"
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update"}
-_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
-"""Pods listed as metadata only (names, no spec or status): a tenth of the bytes to read and parse."""
 
 
 class KubeApiError(RuntimeError):
@@ -121,18 +120,10 @@ class KubeClient:
         return self._request("POST", f"/api/v1/namespaces/{quote(metadata['namespace'])}/events", EVENT_RESOURCE,
                              metadata["name"], body)
 
-    def running_pods(self, node: str) -> set[tuple[str, str]]:
-        """(namespace, name) of the pods bound to `node` whose phase is Running, as metadata only, from the
-        API server's watch cache (resourceVersion=0: no etcd read; a moment behind at worst)."""
-        selector = quote(f"spec.nodeName={node},status.phase=Running", safe="")
-        answer = self._request("GET", f"/api/v1/pods?fieldSelector={selector}&resourceVersion=0", POD_RESOURCE,
-                               node, verb="list", accept=_METADATA_ONLY)
-        return {(str(item["metadata"].get("namespace", "")), str(item["metadata"]["name"]))
-                for item in answer.get("items") or []}
-
     def running_pod_objects(self, node: str) -> list[dict[str, Any]]:
-        """The same pods whole (status included: uid and container ids name their cgroups), for the auditor,
-        which asks only when a pinned container's cgroup is not known yet (auditing.py)."""
+        """The pods bound to `node` whose phase is Running, whole (status included: uid and container ids name
+        their cgroups), from the API server's watch cache (resourceVersion=0: no etcd read; a moment behind at
+        worst), for the auditor, which asks only when a pinned container's cgroup is not known yet (auditing.py)."""
         selector = quote(f"spec.nodeName={node},status.phase=Running", safe="")
         answer = self._request("GET", f"/api/v1/pods?fieldSelector={selector}&resourceVersion=0", POD_RESOURCE,
                                node, verb="list")
@@ -144,8 +135,8 @@ class KubeClient:
             self._connection = None
 
     def _request(self, method: str, path: str, resource: str, name: str, body: dict[str, Any] | None = None, *,
-                 verb: str | None = None, accept: str = "application/json") -> dict[str, Any]:
-        headers = {"Accept": accept, "User-Agent": f"numa-align/{__version__}"}
+                 verb: str | None = None) -> dict[str, Any]:
+        headers = {"Accept": "application/json", "User-Agent": f"numa-align/{__version__}"}
         token = self.config.bearer_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"

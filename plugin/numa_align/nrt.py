@@ -227,8 +227,9 @@ def build_nrt(node_name: str, node_uid: str, topology: HostTopology, allocatable
     """The NRT object, owned by the Node so it goes when the Node goes; one zone per online NUMA node.
 
     A resource's capacity is what sysfs says (devices: their allocatable count), raised to the allocatable
-    if the kubelet sees more; available is allocatable minus exclusive use, never below 0. Without a
-    fingerprint (None) the fingerprint attributes are left out and the scheduler does not resync from it.
+    if the kubelet sees more; available is allocatable minus exclusive use, never below 0. The fingerprint is
+    of every pod the kubelet lists (publishing.py says why); without one (None) the fingerprint attributes are
+    left out and the scheduler does not resync from it.
     """
     if not node_name or not node_uid:
         raise ValueError(f"node name {node_name!r} and uid {node_uid!r} must both be given")

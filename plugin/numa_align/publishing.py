@@ -11,8 +11,10 @@ audits the pinned containers' real cpusets (auditing.py: gauges, and the object'
 which makes it dirty when it changes). The poll runs when NRT publishing is on or metrics are served (without a
 client it only sets the gauges): one poll serves both, and the gauges should not need an API server.
 
-The pod fingerprint covers the pods the kubelet lists that the API server says are Running: the set the
-scheduler's resync counts (node_pods.py).
+The pod fingerprint covers every pod the kubelet's PodResources List returns (admitted, not terminated; a pod
+stuck Pending in ImagePullBackOff included): exactly the pods whose resources the object accounts for. numa-lab's
+scheduler counts every pod bound to the node and not finished, so a pod bound but not yet admitted keeps the node
+out of its resync (which would drop the pod's reservation) until the object shows it. No pod list is needed.
 
 Nothing leaves the thread: each kind of failure (PodResources socket absent, CRD missing, Node not found,
 API server unreachable, forbidden, ...) is logged once as a warning and recovered from, and the recovery is
@@ -28,6 +30,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,6 @@ from numa_align.kubeconfig import ConfigError
 from numa_align.kubelet_sources import InspectError, PodResources, PodResourcesReader
 from numa_align.leases import NodeLease
 from numa_align.metrics import Metrics
-from numa_align.node_pods import RunningPods
 from numa_align.nrt import allocatable_from_podresources, build_nrt, exclusive_from_podresources, pinned_pods
 from numa_align.nrt_writer import CHECK_EVERY, MIN_INTERVAL, NodeNotFound, NrtWriter
 from numa_align.settings import OPTIONS, Settings
@@ -85,7 +87,6 @@ class NrtPublisher:
         """API calls wait while it is not due; PodResources is read every poll regardless."""
         self.writer: NrtWriter | None = None
         self.lease: NodeLease | None = None
-        self.pods: RunningPods | None = None
         self.guard_events: GuardEvents | None = None
         lookup = None
         if client is not None and settings.node_name:
@@ -93,8 +94,7 @@ class NrtPublisher:
             self.writer = NrtWriter(client, node, clock=clock, min_interval=min_interval, check_every=check_every)
             lease_times = {} if wall is None else {"wall": wall}
             self.lease = NodeLease(client, node, f"numa-align@{node}", clock=clock, **lease_times)
-            self.pods = RunningPods(lambda: client.running_pods(node), self.poll, clock=clock)
-            lookup = lambda: client.running_pod_objects(node)  # noqa: E731 - as RunningPods' above
+            lookup = partial(client.running_pod_objects, node)
             if guard_record is not None:
                 self.guard_events = GuardEvents(client, node, **lease_times)
         self.guard_record = guard_record
@@ -231,15 +231,14 @@ class NrtPublisher:
 
     def _keep_current(self, answer: PodResources, topology: HostTopology) -> None:
         """Build and write the object when something it shows may have changed; else check it now and then."""
-        assert self.writer is not None and self.pods is not None
-        writer, pods = self.writer, self.pods
-        kubelet = frozenset((pod.namespace, pod.name) for pod in answer.listed.pod_resources)
+        assert self.writer is not None
+        writer = self.writer
         stale = writer.check_due() and writer.check()  # deleted or edited by someone else
-        if not (stale or self._dirty or writer.pending or pods.due(kubelet)):
+        if not (stale or self._dirty or writer.pending):  # a changed pod set made the answer fresh, so dirty
             self.status = "unchanged"
             return
-        counted = pods.counted(kubelet)
-        fingerprint = pod_fingerprint(sorted(counted))
+        kubelet = frozenset((pod.namespace, pod.name) for pod in answer.listed.pod_resources)
+        fingerprint = pod_fingerprint(sorted(kubelet))  # every pod the object accounts for (module docstring)
         assert self._derived is not None
         allocatable, exclusive = self._derived
         self._audit_shown = audit = self.auditor.latest.annotation() if self.auditor.latest else {}

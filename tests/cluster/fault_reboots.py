@@ -128,7 +128,7 @@ class PinnedPod:
         assert allocatable.get(f"numa-align/numa-{self.cell}") not in (None, "0"), allocatable
         self.pinned()
 
-        wait(f"{self.node}'s NRT object current (fingerprint of its Running pods)",
+        wait(f"{self.node}'s NRT object current (fingerprint of its bound, unfinished pods)",
              lambda: in_step(self.core, self.custom, self.node), 120)
 
 

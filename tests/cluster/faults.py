@@ -205,21 +205,30 @@ def guaranteed_pod(name: str, node: str, image: str, scheduler: str | None = Non
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {LABEL: "stuck"}}, "spec": spec}
 
 
+UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def bound_pods(core: client.CoreV1Api, node: str) -> list[tuple[str, str]]:
+    """(namespace, name) of the pods bound to `node` that have not finished: what numa-lab's scheduler counts."""
+    return [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(
+        field_selector=f"spec.nodeName={node},{UNFINISHED}").items]
+
+
 def in_step(core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str) -> bool:
-    """Does `node`'s NRT object carry the fingerprint of its Running pods (what the scheduler's resync checks)?"""
+    """Does `node`'s NRT object carry the fingerprint of its bound, unfinished pods (what the scheduler's resync
+    checks)? The object covers the pods the kubelet admitted: a pod bound but not admitted yet holds it out."""
     from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
 
-    running = [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(
-        field_selector=f"spec.nodeName={node},status.phase=Running").items]
     nrt = custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, node)
     published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
-    return published == pod_fingerprint(running)
+    return published == pod_fingerprint(bound_pods(core, node))
 
 
 def stuck_pending_pod(state: Path, node: str, image: str, scheduler: str = "numa-aware") -> Fault:
     """A Guaranteed pod on `node` whose image does not exist: admitted (its CPU allocated), then stuck Pending
-    in ImagePullBackOff. numa-align's fingerprint counts the node's Running pods, as the NUMA-aware
-    scheduler's resync does, so the node stays in step: a NUMA-aware pod for `node` is bound and runs."""
+    in ImagePullBackOff. The kubelet lists it, so numa-align's fingerprint counts it, and numa-lab's scheduler
+    counts every bound, unfinished pod: the node is in step with the stuck pod included, so the scheduler takes
+    it back after marking it, and a NUMA-aware pod for `node` is bound and runs."""
     core = client.CoreV1Api(api(state))
     custom = client.CustomObjectsApi(api(state))
     stuck, placed = f"fault-stuck-{node}", f"fault-after-stuck-{node}"
@@ -231,8 +240,7 @@ def _stuck_pending_pod(state: Path, core: client.CoreV1Api, custom: client.Custo
                        scheduler: str, stuck: str, placed: str, missing: str) -> Fault:
     created = core.create_namespaced_pod(NAMESPACE, guaranteed_pod(stuck, node, missing))
     since = created.metadata.creation_timestamp.timestamp()
-    running = [p.metadata.name for p in core.list_pod_for_all_namespaces(
-        field_selector=f"spec.nodeName={node},status.phase=Running").items]
+    others = [name for _, name in bound_pods(core, node) if name != stuck]
     try:
         def pulling() -> bool:
             statuses = core.read_namespaced_pod(stuck, NAMESPACE).status.container_statuses or []
@@ -240,12 +248,12 @@ def _stuck_pending_pod(state: Path, core: client.CoreV1Api, custom: client.Custo
             return waiting is not None and waiting.reason in ("ErrImagePull", "ImagePullBackOff")
         wait(f"{stuck} stuck pulling an image that does not exist", pulling, 120)
 
-        synced = wait(f"{node}'s NRT fingerprint that of its Running pods (the stuck one left out)",
+        synced = wait(f"{node}'s NRT fingerprint that of its bound, unfinished pods (the stuck one included)",
                       lambda: in_step(core, custom, node), 60)
         assert core.read_namespaced_pod(stuck, NAMESPACE).status.phase == "Pending"  # still stuck: the fault holds
         time.sleep(RESYNC_GRACE)  # the scheduler's resync (every 5 s) trusts the object again in that time
         core.create_namespaced_pod(NAMESPACE, guaranteed_pod(placed, node, image, scheduler))
-        bound = wait(f"{placed} ({scheduler}) Running on {node} beside the stuck pod", lambda: (
+        ran = wait(f"{placed} ({scheduler}) Running on {node} beside the stuck pod", lambda: (
             core.read_namespaced_pod(placed, NAMESPACE).status.phase == "Running"), 180,
             why=lambda: _status(core, placed))
     finally:
@@ -259,14 +267,14 @@ def _stuck_pending_pod(state: Path, core: client.CoreV1Api, custom: client.Custo
     marks = [i for i, text in enumerate(said) if "marked with foreign pods" in text]
     assert marks, f"numa-scheduler never marked {node} for the stuck pod (the fault did not take): {said[-5:]}"
     how = took(said[marks[0]:])
-    # With no pod Running there, upstream's resync skips the node ("cannot find any pod for node"): only
-    # numa-scheduler's idle flush (nrtadopt/idle.go) can have cleared the mark the pod was bound through.
-    assert how and (running or "idle" in how), f"{node} ({len(running)} Running pods) cleared by {how!r}: {said[-5:]}"
+    # The stuck pod is bound, so the node is never idle (the idle sweep is for a node with no pod bound): the
+    # object's fingerprint counting the stuck pod, the cache took the node back by its adopter or a resync flush.
+    assert how, f"{node} (the stuck pod and {len(others)} other pods bound) never taken back: {said[-5:]}"
     return Fault("stuck Pending pod", f"a Guaranteed pod on {node} with an image that does not exist "
-                                      f"(ImagePullBackOff, its CPU allocated), {len(running)} pods Running there",
-                 f"NRT fingerprint = {node}'s Running pods; the scheduler marked the node, then took it back "
-                 f"({how}); a {scheduler} pod bound and Running beside it",
-                 f"in step {synced:.0f} s after the pod stuck; the {scheduler} pod ran {bound:.0f} s after creation",
+                                      f"(ImagePullBackOff, its CPU allocated), {len(others)} other pods bound there",
+                 f"NRT fingerprint = {node}'s bound, unfinished pods, the stuck one included; the scheduler marked "
+                 f"the node, then took it back ({how}); a {scheduler} pod bound and Running beside it",
+                 f"in step {synced:.0f} s after the pod stuck; the {scheduler} pod ran {ran:.0f} s after creation",
                  "nothing")
 
 
@@ -287,7 +295,7 @@ def took(said: list[str], uid: str | None = None) -> str:
     when given), or a flush of the node (upstream's resync, when the node was marked for it; -v=2)."""
     for text in said:
         if "adopting NodeResourceTopology" in text and (uid is None or uid in text):
-            return "numa-lab's adopter" + (", the node idle" if "no Running pod" in text else "")
+            return "numa-lab's adopter" + (", the node idle" if "no pod bound" in text else "")
         if '"flushing"' in text:
             return "upstream's resync: the node was marked for it"
     return ""

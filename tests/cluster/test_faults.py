@@ -45,14 +45,16 @@ def test_the_cache_took_the_new_object_only_by_a_line_after_it_was_made(monkeypa
                       "node=\"worker-1\" reason=\"made again\" uid-new")
     assert faults.cache_took(None, "worker-1", made) == "numa-lab's adopter"
     journal.insert(0, f"{at + 2:.6f} server numa-scheduler[9]: I1126 \"adopting NodeResourceTopology\" "
-                      "node=\"worker-1\" reason=\"marked for resync with no Running pod\" uid=\"uid-new\"")
+                      "node=\"worker-1\" reason=\"marked for resync with no pod bound (upstream skips it), its "
+                      "object's fingerprint the empty set's\" uid=\"uid-new\"")
     assert faults.cache_took(None, "worker-1", made) == "numa-lab's adopter, the node idle"
 
 
 def test_a_flush_counts_only_after_the_mark() -> None:
     """The stuck-pod case reads the lines from the first mark on: which flush took the node back."""
     said = ['"flushing" node="worker-1"', '"marked with foreign pods" node="worker-1"',
-            '"adopting NodeResourceTopology" node="worker-1" reason="marked for resync with no Running pod"']
+            '"adopting NodeResourceTopology" node="worker-1" reason="marked for resync with no pod bound (upstream '
+            "skips it), its object's fingerprint the empty set's\""]
     assert faults.took(said) == "upstream's resync: the node was marked for it"
     assert faults.took(said[1:]) == "numa-lab's adopter, the node idle"
     assert faults.took(said[1:2]) == ""

@@ -32,7 +32,7 @@ def test_one_profile_named_numa_aware_runs_the_plugin_with_its_reserve_cache() -
     (plugin,) = profile["pluginConfig"]
     args = plugin["args"]
     assert args["cacheResyncPeriodSeconds"] >= 5  # the reserve cache: a burst never takes a cell's CPUs twice
-    assert args["cache"]["informerMode"] == "Shared"  # Running pods, as numa-align's fingerprint counts them
+    assert args["cache"]["informerMode"] == "Shared"  # its pod filter replaced by numa-lab's build (bound pods)
     assert args["cache"]["foreignPodsDetect"] == "OnlyExclusiveResources"
     unit = model.numa_scheduler()
     assert f"--config={model.CONFIG}" in unit.args and "--secure-port=10260" in unit.args  # kube-scheduler: 10259

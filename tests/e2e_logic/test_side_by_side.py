@@ -148,26 +148,28 @@ def nrt(node: str, fingerprint: str) -> dict:
     return {"metadata": {"name": node}, "attributes": [{"name": "nodeTopologyPodsFingerprint", "value": fingerprint}]}
 
 
-def test_a_node_is_resyncable_when_its_fingerprint_is_that_of_its_running_pods() -> None:
+def test_a_node_is_resyncable_when_its_fingerprint_is_that_of_its_bound_unfinished_pods() -> None:
     from numa_align.fingerprint import pod_fingerprint
 
-    running = {"worker-1": [("kube-system", "coredns-1"), ("e2e", "pressure-1")], "worker-3": []}
+    bound = {"worker-1": [("kube-system", "coredns-1"), ("e2e", "pressure-1")], "worker-3": [],
+             "worker-5": [("e2e", "pressure-5"), ("e2e", "admitting-5")]}  # bound, not yet admitted by the kubelet
     objects = [nrt("worker-1", pod_fingerprint([("e2e", "pressure-1"), ("kube-system", "coredns-1")])),
-               nrt("worker-3", pod_fingerprint([("e2e", "contend-default-0")]))]  # a deleted pod still counted
-    assert side_by_side.unsynced(objects, running) == ["worker-3"]
-    assert side_by_side.unsynced([nrt("worker-3", pod_fingerprint([]))], running) == []
-    assert side_by_side.unsynced([{"metadata": {"name": "worker-1"}}], running) == ["worker-1"]  # no attribute
+               nrt("worker-3", pod_fingerprint([("e2e", "contend-default-0")])),  # a deleted pod still counted
+               nrt("worker-5", pod_fingerprint([("e2e", "pressure-5")]))]  # not resynced until the object shows it
+    assert side_by_side.unsynced(objects, bound) == ["worker-3", "worker-5"]
+    assert side_by_side.unsynced([nrt("worker-3", pod_fingerprint([]))], bound) == []
+    assert side_by_side.unsynced([{"metadata": {"name": "worker-1"}}], bound) == ["worker-1"]  # no attribute
 
 
 def test_waiting_for_a_resyncable_view_ends_when_the_objects_catch_up_or_names_the_laggards() -> None:
     from numa_align.fingerprint import pod_fingerprint
 
-    running = {"worker-3": [("e2e", "pressure-3")]}
+    bound = {"worker-3": [("e2e", "pressure-3")]}
     answers = iter([[nrt("worker-3", pod_fingerprint([("e2e", "pressure-3"), ("e2e", "gone")]))],
                     [nrt("worker-3", pod_fingerprint([("e2e", "pressure-3")]))]])
-    assert side_by_side.wait_resyncable(lambda: next(answers), lambda: running, every=0.0, grace=0.0) == []
+    assert side_by_side.wait_resyncable(lambda: next(answers), lambda: bound, every=0.0, grace=0.0) == []
     stuck = [nrt("worker-3", "pfp0v001deadbeefdeadbeef")]
-    assert side_by_side.wait_resyncable(lambda: stuck, lambda: running, timeout=0.0, every=0.0, grace=0.0) \
+    assert side_by_side.wait_resyncable(lambda: stuck, lambda: bound, timeout=0.0, every=0.0, grace=0.0) \
         == ["worker-3"]
 
 

@@ -3,7 +3,7 @@ NodeResourceTopology objects (get, create, replace with resourceVersion checks) 
 publisher must survive: the CRD not installed (a plain 404 for every NRT path, as the API server answers
 for a path it does not serve), 403 for chosen verbs, a wrong token (401), a Node deleted (its NRT objects
 collected with it, as the garbage collector does) and another writer (`touch`). Also Leases (get, create,
-replace), the Running pods of a node (listed by field selector, as metadata when asked so), Events (create
+replace), the pods of a node (listed whole by field selector: the auditor's list), Events (create
 only: 409 for a name taken, 500 while `events_failing`), resources answered 403 as a whole
 (`forbidden_resources`), and a count of the connections it accepted, keeping each open for more requests
 (HTTP/1.1) as the API server does.
@@ -116,8 +116,7 @@ class FakeKube:
             self.version += 1
             self.nrts[name]["metadata"]["resourceVersion"] = str(self.version)
 
-    def answer(self, method: str, path: str, who: str, body: dict[str, Any] | None,
-               accept: str = "application/json") -> tuple[int, Any]:
+    def answer(self, method: str, path: str, who: str, body: dict[str, Any] | None) -> tuple[int, Any]:
         with self.lock:
             self.seen.append((method, path, who))
             if self.down:
@@ -131,7 +130,7 @@ class FakeKube:
             if match := EVENTS_PATH.fullmatch(path):
                 return self._event(method, match[1], body or {}, who)
             if path == PODS_PATH:
-                return self._pods(dict(parse_qsl(query)), who, accept)
+                return self._pods(dict(parse_qsl(query)), who)
             if match := NODE_PATH.fullmatch(path):
                 uid = self.nodes.get(match[1])
                 if method != "GET" or uid is None:
@@ -210,20 +209,18 @@ class FakeKube:
         self.events[(namespace, name)] = copy.deepcopy(body)
         return 201, copy.deepcopy(body)
 
-    def _pods(self, query: dict[str, str], who: str, accept: str) -> tuple[int, Any]:
+    def _pods(self, query: dict[str, str], who: str) -> tuple[int, Any]:
         if "pods" in self.forbidden_resources:
             return self._forbidden("pods", "list", who)
         wanted = dict(term.split("=", 1) for term in query.get("fieldSelector", "").split(",") if term)
         items = []
         for (namespace, name), (node, phase) in sorted(self.pods.items()):
             if wanted.get("spec.nodeName", node) == node and wanted.get("status.phase", phase) == phase:
-                metadata = {"namespace": namespace, "name": name}
                 details = self.pod_details.get((namespace, name), {})
-                items.append({"metadata": metadata} if "PartialObjectMetadataList" in accept else
-                             {"kind": "Pod", "metadata": {**metadata, "uid": details.get("uid", "")},
+                items.append({"kind": "Pod", "metadata": {"namespace": namespace, "name": name,
+                                                          "uid": details.get("uid", "")},
                               "spec": {"nodeName": node}, "status": {"phase": phase, **details.get("status", {})}})
-        kind = "PartialObjectMetadataList" if "PartialObjectMetadataList" in accept else "PodList"
-        return 200, {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
                      "items": items}
 
     def _store(self, name: str, body: dict[str, Any], verb: str, kept: dict[str, str]) -> tuple[int, Any]:
@@ -257,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(self.connection, ssl.SSLSocket) and self.connection.getpeercert():
             subject = dict(item[0] for item in self.connection.getpeercert()["subject"])
             who = f"cert {subject['commonName']}"
-        code, answer = self.fake.answer(self.command, self.path, who, body, self.headers.get("Accept", ""))
+        code, answer = self.fake.answer(self.command, self.path, who, body)
         data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
         self.send_response(code)
         self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")

@@ -209,16 +209,18 @@ def test_one_tls_connection_carries_every_request_and_a_dropped_one_is_reopened(
     assert client._connection is None
 
 
-def test_the_running_pods_of_a_node_are_listed_as_metadata_and_a_missing_right_is_named(fake):
+def test_the_running_pods_of_a_node_are_listed_whole_for_the_auditor_and_a_missing_right_is_named(fake):
     fake.set_pod("default", "web", "worker-1")
     fake.set_pod("numa", "stuck", "worker-1", phase="Pending")
     fake.set_pod("default", "elsewhere", "worker-2")
     with serve_kube(fake) as url:
         client = KubeClient(ClusterConfig(server=url, source="test kubeconfig", token="s3cret"))
-        assert client.running_pods("worker-1") == {("default", "web")}
+        [pod] = client.running_pod_objects("worker-1")
+        assert (pod["metadata"]["namespace"], pod["metadata"]["name"], pod["status"]["phase"]) == (
+            "default", "web", "Running")
         fake.forbidden_resources = {"pods"}
         with pytest.raises(ApiError, match=r"may not list pods.*grant 'list' on pods") as caught:
-            client.running_pods("worker-1")
+            client.running_pod_objects("worker-1")
     assert caught.value.status == 403
     method, path, _who = fake.seen[0]
     assert path == "/api/v1/pods?fieldSelector=spec.nodeName%3Dworker-1%2Cstatus.phase%3DRunning&resourceVersion=0"

@@ -2,8 +2,8 @@
 created from sysfs and PodResources, written only on change (at most once a second), never rewritten while
 idle but repaired when deleted or edited, and each failure (CRD missing, socket absent, Node gone,
 forbidden, conflict) logged once and recovered from. Time is a fake clock; tests call poll_once()
-themselves, except the one that runs the thread. test_liveness.py has the Lease, the backoff and the pod
-fingerprint's Running pods."""
+themselves, except the one that runs the thread. test_liveness.py has the Lease, the backoff and the pods
+the fingerprint covers."""
 
 from __future__ import annotations
 

@@ -18,8 +18,9 @@
 // cache's own List would have loaded had the scheduler been started now. Objects the cache already holds are
 // left to upstream's Resync (pod fingerprints). The cache sits in an unexported field of upstream's plugin;
 // OverReserveOf reads it by reflection and refuses, naming the field, when this plugin version has no such
-// field, so a changed upstream stops the scheduler at start instead of silently dropping the fix. A node
-// marked for resync with no Running pod, which upstream's Resync skips for good, is idle.go's.
+// field, so a changed upstream stops the scheduler at start instead of silently dropping the fix. Which pods a
+// resync counts (upstream forgets a pod bound but not yet admitted) is bound.go's; a node marked for resync
+// with no pod bound, which upstream's Resync skips for good, is idle.go's.
 package nrtadopt
 
 import (
@@ -43,13 +44,14 @@ import (
 	apiconfig "sigs.k8s.io/scheduler-plugins/apis/config"
 	"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology"
 	nrtcache "sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology/cache"
-	"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology/podprovider"
 )
 
 // CacheField is the unexported field of upstream's TopologyMatch that holds its nrtcache.Interface.
 const CacheField = "nrtCache"
 
-// New is noderesourcetopology.New, whose OverReserve cache is also handed the objects it would miss.
+// New is noderesourcetopology.New, whose OverReserve cache is also handed the objects it would miss (this file),
+// resyncs a node only once its object accounts for every pod bound there (bound.go), and flushes marked nodes
+// with no pod (idle.go).
 func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	plugin, err := noderesourcetopology.New(ctx, args, handle)
 	if err != nil {
@@ -62,6 +64,17 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 	if cache == nil {
 		return plugin, nil // Passthrough and DiscardReserved read the object from the API at every Filter
 	}
+	match, ok := plugin.(*noderesourcetopology.TopologyMatch)
+	if !ok { // OverReserveOf found upstream's cache field, so this is upstream's struct under another pointer type
+		return nil, fmt.Errorf("%T is not *noderesourcetopology.TopologyMatch: numa-lab's resync fix cannot wrap it", plugin)
+	}
+	lh := klog.FromContext(ctx).WithName("nrtadopt")
+	inFlight := NewInFlight()
+	pods, err := Count(cache, inFlight)
+	if err != nil {
+		return nil, err
+	}
+	lh.Info("resyncing a node only once its object accounts for every pod bound there, reserved ones included")
 	scheme := runtime.NewScheme()
 	if err := topologyv1alpha2.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -70,7 +83,6 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 	if err != nil {
 		return nil, fmt.Errorf("numa-lab's NodeResourceTopology adopter: %w", err)
 	}
-	lh := klog.FromContext(ctx).WithName("nrtadopt")
 	adopter := &Adopter{Cache: cache, Log: lh}
 	objects, err := Watch(ctx, adopter, ListWatch(client))
 	if err != nil {
@@ -78,19 +90,38 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 	}
 	lh.Info("handing the cache NodeResourceTopology objects created after it started (scheduler-plugins#967)")
 	matchArgs, _ := args.(*apiconfig.NodeResourceTopologyMatchArgs) // upstream's New refused any other type
-	if matchArgs.Cache != nil && matchArgs.Cache.InformerMode != nil && *matchArgs.Cache.InformerMode != apiconfig.CacheInformerShared {
-		lh.Info("idle marked nodes left to upstream's Resync: its dedicated pod informer is not reachable", "informerMode", *matchArgs.Cache.InformerMode)
-		return plugin, nil
-	}
-	idle := &Idle{Adopter: adopter, Pods: handle.SharedInformerFactory().Core().V1().Pods().Lister(), Objects: objects,
-		Counted: func(pod *corev1.Pod) bool { return podprovider.IsPodRelevantShared(lh, pod) }}
+	idle := &Idle{Adopter: adopter, Pods: pods, Objects: objects, Counted: func(pod *corev1.Pod) bool { return Bound(lh, pod) }}
 	go idle.Run(ctx, time.Duration(matchArgs.CacheResyncPeriodSeconds)*time.Second)
-	lh.Info("flushing marked nodes with no Running pod from objects that say so (upstream's Resync skips them)")
-	return plugin, nil
+	lh.Info("flushing marked nodes with no pod bound from objects that say so (upstream's Resync skips them)")
+	return &Plugin{TopologyMatch: match, InFlight: inFlight}, nil
+}
+
+// Plugin is upstream's plugin, every extension point its own, whose Reserve and Unreserve also keep InFlight.
+type Plugin struct {
+	*noderesourcetopology.TopologyMatch
+	InFlight *InFlight
+}
+
+// Reserve is upstream's, and holds pod as bound to nodeName until the pod informer shows it so.
+func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	status := p.TopologyMatch.Reserve(ctx, state, pod, nodeName)
+	if status.IsSuccess() {
+		p.InFlight.Reserve(pod, nodeName)
+	}
+	return status
+}
+
+// Unreserve is upstream's, and forgets pod.
+func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	p.TopologyMatch.Unreserve(ctx, state, pod, nodeName)
+	p.InFlight.Unreserve(pod)
 }
 
 // OverReserveOf is the OverReserve cache of upstream's plugin, or nil when it keeps another kind of cache.
 func OverReserveOf(plugin fwk.Plugin) (*nrtcache.OverReserve, error) {
+	if ours, ok := plugin.(*Plugin); ok {
+		plugin = ours.TopologyMatch
+	}
 	value := reflect.ValueOf(plugin)
 	want := reflect.TypeOf((*nrtcache.Interface)(nil)).Elem()
 	if value.Kind() != reflect.Pointer || value.Elem().Kind() != reflect.Struct {

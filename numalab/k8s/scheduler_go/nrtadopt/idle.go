@@ -1,12 +1,12 @@
 package nrtadopt
 
 // Upstream's Resync (pkg/noderesourcetopology/cache, OverReserve.Resync) maps the pods its pod lister holds to
-// their nodes, keeping those its filter counts (Running ones with the shared informer), and skips every marked
+// their nodes, keeping those its filter counts (bound, unfinished ones: bound.go), and skips every marked
 // node that has no such pod: "cannot find any pod for node" ("this really should never happen"). It happens on
-// any node with no pod Running: a foreign pod stuck Pending marks the node and keeps it empty, and a node whose
-// last pod ended after it was marked stays marked. GetCachedNRTCopy then answers Fresh=false for a node with
-// foreign pods, Filter says "invalid node topology data", and the node takes no NUMA-aware pod until some
-// pod runs there, which on a node kept for pinned pods may never happen.
+// any node with no pod bound: a node whose last pod ended after it was marked stays marked (with upstream's
+// own filter, Running pods only, so did a node whose only pod was stuck Pending). GetCachedNRTCopy then
+// answers Fresh=false for a node with foreign pods, Filter says "invalid node topology data", and the node
+// takes no NUMA-aware pod until some pod is bound there, which on a node kept for pinned pods may never happen.
 //
 // The fix: at the cache's resync period, each node GetDesyncedNodes names on which no counted pod is left is
 // flushed from its object when the object's pod fingerprint is the empty set's: the check Resync makes for a
@@ -28,7 +28,7 @@ import (
 // Idle flushes marked nodes that have no counted pod from their objects, when those say the node has none.
 type Idle struct {
 	Adopter *Adopter
-	// Pods and Counted are upstream's Resync's pod lister and filter (the shared informer's: Running pods).
+	// Pods and Counted are the Resync's pod lister and filter (bound.go's Lister and Bound).
 	Pods    podlisterv1.PodLister
 	Counted func(*corev1.Pod) bool
 	// Objects is the store of the adopter's informer: the node's latest object, as Resync's Get would read it.
@@ -64,7 +64,7 @@ func (i *Idle) Sweep() []string {
 			continue // no object yet, or it still counts pods that are gone: its publisher has not caught up
 		}
 		i.Adopter.Log.Info("adopting NodeResourceTopology", "node", name,
-			"reason", "marked for resync with no Running pod (upstream skips it), its object's fingerprint the empty set's",
+			"reason", "marked for resync with no pod bound (upstream skips it), its object's fingerprint the empty set's",
 			"uid", nrt.UID, "resourceVersion", nrt.ResourceVersion)
 		i.Adopter.Cache.FlushNodes(i.Adopter.Log, nrt.DeepCopy())
 		flushed = append(flushed, name)

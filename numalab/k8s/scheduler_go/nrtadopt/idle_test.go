@@ -1,7 +1,7 @@
 package nrtadopt
 
 // A node marked for foreign pods (as upstream's pod informer marks it when a pod it did not schedule takes
-// exclusive resources there) on which no pod is Running: its object then says so (the empty set's fingerprint)
+// exclusive resources there) on which no pod is bound: its object then says so (the empty set's fingerprint)
 // with 1 free CPU per cell. The fixed plugin must flush the node from that object (Filter: cannot align a 2-CPU
 // pod); upstream's own keeps it marked ("cannot find any pod for node"), so Filter says "invalid node topology data".
 
@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology"
-	"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology/podprovider"
 )
 
 const invalid = "Unschedulable (invalid node topology data)"
@@ -67,7 +66,7 @@ func markedAndEmptied(t *testing.T, factory pluginFactory) fwk.Plugin {
 	return plugin
 }
 
-func TestTheFixedPluginFlushesAMarkedNodeWithNoRunningPod(t *testing.T) {
+func TestTheFixedPluginFlushesAMarkedNodeWithNoPodBound(t *testing.T) {
 	plugin := markedAndEmptied(t, New)
 	if got := eventually(t, plugin, "Unschedulable (cannot align"); got != "Unschedulable (cannot align container)" {
 		t.Fatalf("Filter says %s; the node's object has no pod and 1 free CPU per cell for a 2-CPU pod", got)
@@ -75,10 +74,10 @@ func TestTheFixedPluginFlushesAMarkedNodeWithNoRunningPod(t *testing.T) {
 }
 
 // When this fails, upstream's Resync handles nodes with no pod and numa-lab can drop Idle.
-func TestUpstreamKeepsAMarkedNodeWithNoRunningPodMarked(t *testing.T) {
+func TestUpstreamKeepsAMarkedNodeWithNoPodBoundMarked(t *testing.T) {
 	plugin := markedAndEmptied(t, noderesourcetopology.New)
 	if got := eventually(t, plugin, "Unschedulable (cannot align"); got != invalid {
-		t.Fatalf("upstream's plugin says %s: its Resync now flushes a node with no Running pod; drop Idle", got)
+		t.Fatalf("upstream's plugin says %s: its Resync now flushes a node with no pod bound; drop Idle", got)
 	}
 }
 
@@ -89,7 +88,8 @@ func TestSweepFlushesOnlyIdleNodesWhoseObjectSaysSo(t *testing.T) {
 		want   []string
 	}{
 		"no pod, object says none":                {object: ptr.To(signed("uid-1", 1)), want: []string{node}},
-		"a Pending pod only, object says none":    {pods: []*corev1.Pod{pod("stuck", "Pending")}, object: ptr.To(signed("uid-1", 1)), want: []string{node}},
+		"a Failed pod only, object says none":     {pods: []*corev1.Pod{pod("rejected", "Failed")}, object: ptr.To(signed("uid-1", 1)), want: []string{node}},
+		"a Pending pod bound: upstream's Resync's": {pods: []*corev1.Pod{pod("stuck", "Pending")}, object: ptr.To(signed("uid-1", 1))},
 		"no pod, object still counts one":         {object: ptr.To(signed("uid-1", 1, "default/foreign"))},
 		"a Running pod: upstream's Resync's node": {pods: []*corev1.Pod{pod("app", "Running")}, object: ptr.To(signed("uid-1", 1))},
 		"no object":                            {},
@@ -110,7 +110,7 @@ func TestSweepFlushesOnlyIdleNodesWhoseObjectSaysSo(t *testing.T) {
 				_ = objects.Add(tc.object)
 			}
 			idle := &Idle{Adopter: &Adopter{Cache: cache, Log: klog.Background()}, Pods: podlisterv1.NewPodLister(pods),
-				Objects: objects, Counted: func(p *corev1.Pod) bool { return podprovider.IsPodRelevantShared(klog.Background(), p) }}
+				Objects: objects, Counted: func(p *corev1.Pod) bool { return Bound(klog.Background(), p) }}
 			if got := idle.Sweep(); strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Fatalf("Sweep flushed %v, want %v", got, tc.want)
 			}
