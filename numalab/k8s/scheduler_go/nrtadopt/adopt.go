@@ -35,6 +35,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	k8scache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -91,7 +92,9 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 	lh.Info("handing the cache NodeResourceTopology objects created after it started (scheduler-plugins#967)")
 	matchArgs, _ := args.(*apiconfig.NodeResourceTopologyMatchArgs) // upstream's New refused any other type
 	idle := &Idle{Adopter: adopter, Pods: pods, Objects: objects, Counted: func(pod *corev1.Pod) bool { return Bound(lh, pod) }}
-	go idle.Run(ctx, time.Duration(matchArgs.CacheResyncPeriodSeconds)*time.Second)
+	period := time.Duration(matchArgs.CacheResyncPeriodSeconds) * time.Second
+	go idle.Run(ctx, period)
+	go wait.UntilWithContext(ctx, func(context.Context) { pods.Prune() }, period)
 	lh.Info("flushing marked nodes with no pod bound from objects that say so (upstream's Resync skips them)")
 	return &Plugin{TopologyMatch: match, InFlight: inFlight}, nil
 }

@@ -94,6 +94,10 @@ func (f *InFlight) pending(lister podlisterv1.PodLister) []*corev1.Pod {
 	return pods
 }
 
+// Prune forgets the held pods the informer shows bound (or no longer holds): the resync lists only while a node is
+// marked, so without it a cluster whose nodes are never marked would keep every pod it ever reserved.
+func (l Lister) Prune() { l.InFlight.pending(l.PodLister) }
+
 // Lister is the pod lister the resync reads: the informer's pods and the in-flight ones it does not show bound.
 type Lister struct {
 	podlisterv1.PodLister

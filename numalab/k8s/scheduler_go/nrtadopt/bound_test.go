@@ -106,7 +106,7 @@ func TestTheResyncCountsBoundUnfinishedPodsAndHeldOnes(t *testing.T) {
 	}
 	inFlight := NewInFlight()
 	inFlight.Reserve(guaranteed("held", "Pending", "", 1), node)
-	inFlight.Reserve(guaranteed("seen", "Pending", "", 1), node)     // the informer shows it bound already
+	inFlight.Reserve(guaranteed("seen", "Pending", "", 1), node)    // the informer shows it bound already
 	inFlight.Reserve(guaranteed("deleted", "Pending", "", 1), node) // gone from the informer
 	lister := Lister{PodLister: podlisterv1.NewPodLister(indexer), InFlight: inFlight}
 	listed, err := lister.List(labels.Everything())
@@ -130,5 +130,19 @@ func TestTheResyncCountsBoundUnfinishedPodsAndHeldOnes(t *testing.T) {
 	}
 	if inFlight.Len() != 1 {
 		t.Fatalf("%d pods held after the list, want 1 (held): seen is bound in the informer, deleted is gone", inFlight.Len())
+	}
+}
+
+func TestHeldPodsArePrunedWithoutAResync(t *testing.T) {
+	indexer := k8scache.NewIndexer(k8scache.MetaNamespaceKeyFunc, k8scache.Indexers{})
+	_ = indexer.Add(guaranteed("bound", "Pending", node, 1))
+	_ = indexer.Add(guaranteed("binding", "Pending", "", 1))
+	inFlight := NewInFlight()
+	for _, name := range []string{"bound", "binding", "deleted"} {
+		inFlight.Reserve(guaranteed(name, "Pending", "", 1), node)
+	}
+	Lister{PodLister: podlisterv1.NewPodLister(indexer), InFlight: inFlight}.Prune()
+	if inFlight.Len() != 1 {
+		t.Fatalf("%d pods held after Prune, want 1 (binding): bound is bound in the informer, deleted is gone", inFlight.Len())
 	}
 }

@@ -87,11 +87,11 @@ func TestSweepFlushesOnlyIdleNodesWhoseObjectSaysSo(t *testing.T) {
 		object *topologyv1alpha2.NodeResourceTopology
 		want   []string
 	}{
-		"no pod, object says none":                {object: ptr.To(signed("uid-1", 1)), want: []string{node}},
-		"a Failed pod only, object says none":     {pods: []*corev1.Pod{pod("rejected", "Failed")}, object: ptr.To(signed("uid-1", 1)), want: []string{node}},
+		"no pod, object says none":                 {object: ptr.To(signed("uid-1", 1)), want: []string{node}},
+		"a Failed pod only, object says none":      {pods: []*corev1.Pod{pod("rejected", "Failed")}, object: ptr.To(signed("uid-1", 1)), want: []string{node}},
 		"a Pending pod bound: upstream's Resync's": {pods: []*corev1.Pod{pod("stuck", "Pending")}, object: ptr.To(signed("uid-1", 1))},
-		"no pod, object still counts one":         {object: ptr.To(signed("uid-1", 1, "default/foreign"))},
-		"a Running pod: upstream's Resync's node": {pods: []*corev1.Pod{pod("app", "Running")}, object: ptr.To(signed("uid-1", 1))},
+		"no pod, object still counts one":          {object: ptr.To(signed("uid-1", 1, "default/foreign"))},
+		"a Running pod: upstream's Resync's node":  {pods: []*corev1.Pod{pod("app", "Running")}, object: ptr.To(signed("uid-1", 1))},
 		"no object":                            {},
 		"no pod, object without a fingerprint": {object: ptr.To(nrt("uid-1", 1))},
 	}
