@@ -9,7 +9,8 @@ cache, through the cache's exported FlushNodes, each object whose node it lacks 
 A second part (scheduler_go/nrtadopt/bound.go) makes the cache's resync count every pod bound to the node that
 has not finished, and the pods it reserved whose binding is not seen yet, where upstream counts Running pods
 only and so flushes away the reservation of a pod bound but not yet admitted (the fleet bench's rejections
-under a burst). A third (idle.go) flushes a node marked for resync on which no pod is bound when its object
+under a burst); window.go reserves again, in Filter, the pods reserved since the resync's list began, which its
+flush drops too. A third (idle.go) flushes a node marked for resync on which no pod is bound when its object
 says so: upstream's resync skips such a node ("cannot find any pod for node") for good.
 
 The Go sources live in scheduler_go/ (our code only; no upstream file is copied or patched) and are copied into
@@ -41,6 +42,9 @@ FIX_TESTS = (
     "TestUpstreamForgetsAReservationTheObjectDoesNotShowYet",
     "TestTheResyncCountsBoundUnfinishedPodsAndHeldOnes",
     "TestHeldPodsArePrunedWithoutAResync",
+    "TestTheFixedPluginKeepsAPodReservedWhileTheResyncReads",
+    "TestUpstreamForgetsAPodReservedWhileTheResyncReads",
+    "TestTheWindowHoldsPodsUntilTheNextListOrAMinute",
 )
 """Every test of the fix: the build refuses a run in which one of them did not pass (renamed, skipped, lost)."""
 

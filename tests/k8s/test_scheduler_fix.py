@@ -25,7 +25,8 @@ from tests.k8s.test_scheduler_build import FakeBuilder
 
 def test_the_fix_is_our_go_package_and_its_test():
     assert sorted(fix_sources()) == ["nrtadopt/adopt.go", "nrtadopt/adopt_test.go", "nrtadopt/bound.go",
-                                     "nrtadopt/bound_test.go", "nrtadopt/idle.go", "nrtadopt/idle_test.go"]
+                                     "nrtadopt/bound_test.go", "nrtadopt/idle.go", "nrtadopt/idle_test.go",
+                                     "nrtadopt/window.go", "nrtadopt/window_test.go"]
     source = fix_sources()["nrtadopt/adopt.go"].decode()
     assert "package nrtadopt" in source and "scheduler-plugins#967" in source
 

@@ -19,7 +19,8 @@
 // left to upstream's Resync (pod fingerprints). The cache sits in an unexported field of upstream's plugin;
 // OverReserveOf reads it by reflection and refuses, naming the field, when this plugin version has no such
 // field, so a changed upstream stops the scheduler at start instead of silently dropping the fix. Which pods a
-// resync counts (upstream forgets a pod bound but not yet admitted) is bound.go's; a node marked for resync
+// resync counts (upstream forgets a pod bound but not yet admitted) is bound.go's, a pod reserved while a resync
+// reads the objects window.go's; a node marked for resync
 // with no pod bound, which upstream's Resync skips for good, is idle.go's.
 package nrtadopt
 
@@ -70,8 +71,8 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 		return nil, fmt.Errorf("%T is not *noderesourcetopology.TopologyMatch: numa-lab's resync fix cannot wrap it", plugin)
 	}
 	lh := klog.FromContext(ctx).WithName("nrtadopt")
-	inFlight := NewInFlight()
-	pods, err := Count(cache, inFlight)
+	inFlight, window := NewInFlight(), NewWindow()
+	pods, err := Count(cache, inFlight, window.Listed)
 	if err != nil {
 		return nil, err
 	}
@@ -91,18 +92,23 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 	}
 	lh.Info("handing the cache NodeResourceTopology objects created after it started (scheduler-plugins#967)")
 	matchArgs, _ := args.(*apiconfig.NodeResourceTopologyMatchArgs) // upstream's New refused any other type
-	idle := &Idle{Adopter: adopter, Pods: pods, Objects: objects, Counted: func(pod *corev1.Pod) bool { return Bound(lh, pod) }}
+	sweeping := pods
+	sweeping.OnList = nil // the sweep's lists are not the resync's
+	idle := &Idle{Adopter: adopter, Pods: sweeping, Objects: objects, Counted: func(pod *corev1.Pod) bool { return Bound(lh, pod) }}
 	period := time.Duration(matchArgs.CacheResyncPeriodSeconds) * time.Second
 	go idle.Run(ctx, period)
 	go wait.UntilWithContext(ctx, func(context.Context) { pods.Prune() }, period)
 	lh.Info("flushing marked nodes with no pod bound from objects that say so (upstream's Resync skips them)")
-	return &Plugin{TopologyMatch: match, InFlight: inFlight}, nil
+	return &Plugin{TopologyMatch: match, Cache: cache, InFlight: inFlight, Window: window}, nil
 }
 
-// Plugin is upstream's plugin, every extension point its own, whose Reserve and Unreserve also keep InFlight.
+// Plugin is upstream's plugin, every extension point its own, whose Reserve and Unreserve also keep InFlight and
+// Window, and whose Filter first reserves again on the node the pods Window holds there (window.go).
 type Plugin struct {
 	*noderesourcetopology.TopologyMatch
+	Cache    *nrtcache.OverReserve
 	InFlight *InFlight
+	Window   *Window
 }
 
 // Reserve is upstream's, and holds pod as bound to nodeName until the pod informer shows it so.
@@ -110,6 +116,7 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 	status := p.TopologyMatch.Reserve(ctx, state, pod, nodeName)
 	if status.IsSuccess() {
 		p.InFlight.Reserve(pod, nodeName)
+		p.Window.Reserved(pod, nodeName)
 	}
 	return status
 }
@@ -118,6 +125,7 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
 	p.TopologyMatch.Unreserve(ctx, state, pod, nodeName)
 	p.InFlight.Unreserve(pod)
+	p.Window.Unreserved(pod, nodeName)
 }
 
 // OverReserveOf is the OverReserve cache of upstream's plugin, or nil when it keeps another kind of cache.

@@ -54,6 +54,8 @@ type fakeAPI struct {
 	objects map[string]topologyv1alpha2.NodeResourceTopology
 	events  []event
 	server  *httptest.Server
+	// onGet, when set, is called with the name of each object read alone (as a resync reads it), before the answer.
+	onGet func(name string)
 }
 
 type event struct {
@@ -114,8 +116,15 @@ func (api *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		list.Kind, list.APIVersion = "NodeResourceTopologyList", group+"/"+version
 		reply(w, list)
 	case strings.HasPrefix(path, base+"/"+plural+"/"):
+		name := strings.TrimPrefix(path, base+"/"+plural+"/")
 		api.mu.Lock()
-		nrt, ok := api.objects[strings.TrimPrefix(path, base+"/"+plural+"/")]
+		onGet := api.onGet
+		api.mu.Unlock()
+		if onGet != nil {
+			onGet(name)
+		}
+		api.mu.Lock()
+		nrt, ok := api.objects[name]
 		api.mu.Unlock()
 		if !ok {
 			w.WriteHeader(http.StatusNotFound)

@@ -102,10 +102,15 @@ func (l Lister) Prune() { l.InFlight.pending(l.PodLister) }
 type Lister struct {
 	podlisterv1.PodLister
 	InFlight *InFlight
+	// OnList, when set, is called as a list begins (the resync's: window.go).
+	OnList func()
 }
 
 // List is the informer's pods matching selector, and the in-flight pods matching it as bound to their nodes.
 func (l Lister) List(selector labels.Selector) ([]*corev1.Pod, error) {
+	if l.OnList != nil {
+		l.OnList()
+	}
 	pods, err := l.PodLister.List(selector)
 	if err != nil {
 		return nil, err
@@ -118,10 +123,10 @@ func (l Lister) List(selector labels.Selector) ([]*corev1.Pod, error) {
 	return pods, nil
 }
 
-// Count makes cache's resync count the Bound pods of the lister upstream gave it and of inFlight; it returns the
-// lister it installed. New calls it right after upstream's constructor, whose Resync loop has then found no
+// Count makes cache's resync count the Bound pods of the lister upstream gave it and of inFlight, calling onList
+// (may be nil) as each list begins; it returns the lister it installed. New calls it right after upstream's constructor, whose Resync loop has then found no
 // marked node to read the fields for: nothing has been scheduled yet.
-func Count(cache *nrtcache.OverReserve, inFlight *InFlight) (Lister, error) {
+func Count(cache *nrtcache.OverReserve, inFlight *InFlight, onList func()) (Lister, error) {
 	field, err := fieldOf(cache, ListerField, reflect.TypeOf((*podlisterv1.PodLister)(nil)).Elem())
 	if err != nil {
 		return Lister{}, err
@@ -134,7 +139,7 @@ func Count(cache *nrtcache.OverReserve, inFlight *InFlight) (Lister, error) {
 	if err != nil {
 		return Lister{}, err
 	}
-	installed := Lister{PodLister: upstream, InFlight: inFlight}
+	installed := Lister{PodLister: upstream, InFlight: inFlight, OnList: onList}
 	field.Set(reflect.ValueOf(podlisterv1.PodLister(installed)))
 	filter.Set(reflect.ValueOf(podprovider.PodFilterFunc(Bound)))
 	return installed, nil
