@@ -44,16 +44,24 @@ func withFree(object topologyv1alpha2.NodeResourceTopology, cell int, free int64
 	return object
 }
 
-// reservedUnadmitted reserves a 3-CPU pod on the node through the plugin (checking the reservation took), shows
-// it to the pod informer bound (Pending) or not yet (the bind under way), and marks the node for resync.
-func reservedUnadmitted(t *testing.T, factory pluginFactory, bindSeen bool) (fwk.Plugin, *fakeAPI, k8scache.Indexer) {
+// oneRunningOneUnbound starts the plugin on a node whose object counts one Running 1-CPU pod and has 4 free CPUs
+// a cell, the informer holding that pod and an unbound 3-CPU pod named name (returned).
+func oneRunningOneUnbound(t *testing.T, factory pluginFactory, name string) (fwk.Plugin, *fakeAPI, k8scache.Indexer, *corev1.Pod) {
 	t.Helper()
 	api := newFakeAPI(t)
 	api.create(signed("uid-1", 4, "default/running"))
 	plugin, pods := newPluginWithPods(t, api, factory, 1)
 	_ = pods.Add(guaranteed("running", "Running", node, 1))
-	inflight := guaranteed("inflight", "Pending", "", 3)
-	_ = pods.Add(inflight)
+	unbound := guaranteed(name, "Pending", "", 3)
+	_ = pods.Add(unbound)
+	return plugin, api, pods, unbound
+}
+
+// reservedUnadmitted reserves a 3-CPU pod on the node through the plugin (checking the reservation took), shows
+// it to the pod informer bound (Pending) or not yet (the bind under way), and marks the node for resync.
+func reservedUnadmitted(t *testing.T, factory pluginFactory, bindSeen bool) (fwk.Plugin, *fakeAPI, k8scache.Indexer) {
+	t.Helper()
+	plugin, api, pods, inflight := oneRunningOneUnbound(t, factory, "inflight")
 	if status := plugin.(fwk.ReservePlugin).Reserve(context.Background(), framework.NewCycleState(), inflight, node); !status.IsSuccess() {
 		t.Fatalf("Reserve: %v", status)
 	}

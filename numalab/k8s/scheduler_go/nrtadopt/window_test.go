@@ -20,12 +20,7 @@ import (
 // reservedWhileRead runs that story and returns Filter's verdict once the resync has flushed the node.
 func reservedWhileRead(t *testing.T, factory pluginFactory) string {
 	t.Helper()
-	api := newFakeAPI(t)
-	api.create(signed("uid-1", 4, "default/running"))
-	plugin, pods := newPluginWithPods(t, api, factory, 1)
-	_ = pods.Add(guaranteed("running", "Running", node, 1))
-	late := guaranteed("late", "Pending", "", 3)
-	_ = pods.Add(late)
+	plugin, api, pods, late := oneRunningOneUnbound(t, factory, "late")
 	var once sync.Once
 	read := make(chan struct{})
 	api.mu.Lock()
