@@ -17,6 +17,7 @@ import urllib3
 from api_outages import OutageRetry
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from numa_align.fingerprint import SCHEDULER_COUNTED
 
 from numalab.placement.api_objects import kubelet_policies, numa_align_allocatable
 from numalab.placement.probe import PROBE_END, ProbeReport, parse_probe_output
@@ -25,8 +26,6 @@ POLL_SECONDS = 2.0
 REACHABLE_TIMEOUT = 10.0
 FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                  "CreateContainerError", "RunContainerError"}
-UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
-"""Field selector of the pods that still hold what they were given: bound pods of every other phase."""
 
 
 class ClusterUnreachable(RuntimeError):
@@ -184,7 +183,7 @@ class Cluster:
         """(namespace, name) of every pod bound to each node whose phase is neither Succeeded nor Failed, all
         namespaces: the pods numa-lab's NUMA-aware scheduler counts when it resyncs a node."""
         found: dict[str, list[tuple[str, str]]] = {node: [] for node in nodes}
-        for pod in self.core.list_pod_for_all_namespaces(field_selector=UNFINISHED).items:
+        for pod in self.core.list_pod_for_all_namespaces(field_selector=SCHEDULER_COUNTED).items:
             if pod.spec.node_name in found:  # one list for every node: the case polls this every 2 s
                 found[pod.spec.node_name].append((pod.metadata.namespace, pod.metadata.name))
         return found

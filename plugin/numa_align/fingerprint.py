@@ -34,6 +34,9 @@ METHOD_ALL = "all"
 terminated). numa-lab's scheduler build then counts every pod bound to the node whose phase is neither
 Succeeded nor Failed (upstream's shared informer: Running ones only), so a pod bound but not yet admitted
 holds the node out of resync, keeping its reservation, until the object shows it."""
+SCHEDULER_COUNTED = "status.phase!=Succeeded,status.phase!=Failed"
+"""Field selector of the bound pods numa-lab's scheduler counts for METHOD_ALL (add spec.nodeName for one node):
+what a fingerprint is checked against outside the scheduler (e2e, the cluster test)."""
 METHOD_WITH_EXCLUSIVE_RESOURCES = "with-exclusive-resources"
 """Only pods holding exclusive resources. The scheduler honours it with resync method Autodetect (the
 default) or OnlyExclusiveResources and decides from each pod's spec (see `fingerprint_pods`)."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes import client, config
 from numa_align import nrt_api
+from numa_align.fingerprint import ATTRIBUTE, SCHEDULER_COUNTED, pod_fingerprint
 
 from numalab.deploy import draining
 from numalab.model.node_reset import MARK, ResetError
@@ -205,20 +206,15 @@ def guaranteed_pod(name: str, node: str, image: str, scheduler: str | None = Non
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {LABEL: "stuck"}}, "spec": spec}
 
 
-UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
-
-
 def bound_pods(core: client.CoreV1Api, node: str) -> list[tuple[str, str]]:
     """(namespace, name) of the pods bound to `node` that have not finished: what numa-lab's scheduler counts."""
     return [(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces(
-        field_selector=f"spec.nodeName={node},{UNFINISHED}").items]
+        field_selector=f"spec.nodeName={node},{SCHEDULER_COUNTED}").items]
 
 
 def in_step(core: client.CoreV1Api, custom: client.CustomObjectsApi, node: str) -> bool:
     """Does `node`'s NRT object carry the fingerprint of its bound, unfinished pods (what the scheduler's resync
     checks)? The object covers the pods the kubelet admitted: a pod bound but not admitted yet holds it out."""
-    from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
-
     nrt = custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, node)
     published = {a["name"]: a["value"] for a in nrt.get("attributes") or []}.get(ATTRIBUTE)
     return published == pod_fingerprint(bound_pods(core, node))

@@ -20,8 +20,8 @@
 // OverReserveOf reads it by reflection and refuses, naming the field, when this plugin version has no such
 // field, so a changed upstream stops the scheduler at start instead of silently dropping the fix. Which pods a
 // resync counts (upstream forgets a pod bound but not yet admitted) is bound.go's, a pod reserved while a resync
-// reads the objects window.go's; a node marked for resync
-// with no pod bound, which upstream's Resync skips for good, is idle.go's.
+// reads the objects window.go's; a node marked for resync with no pod bound, which upstream's Resync skips for
+// good, is idle.go's.
 package nrtadopt
 
 import (
@@ -52,8 +52,8 @@ import (
 const CacheField = "nrtCache"
 
 // New is noderesourcetopology.New, whose OverReserve cache is also handed the objects it would miss (this file),
-// resyncs a node only once its object accounts for every pod bound there (bound.go), and flushes marked nodes
-// with no pod (idle.go).
+// resyncs a node only once its object accounts for every pod bound there (bound.go), keeps the pods reserved
+// while a resync reads (window.go), and flushes marked nodes with no pod (idle.go).
 func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	plugin, err := noderesourcetopology.New(ctx, args, handle)
 	if err != nil {
@@ -96,8 +96,7 @@ func New(ctx context.Context, args runtime.Object, handle fwk.Handle) (fwk.Plugi
 	sweeping.OnList = nil // the sweep's lists are not the resync's
 	idle := &Idle{Adopter: adopter, Pods: sweeping, Objects: objects, Counted: func(pod *corev1.Pod) bool { return Bound(lh, pod) }}
 	period := time.Duration(matchArgs.CacheResyncPeriodSeconds) * time.Second
-	go idle.Run(ctx, period)
-	go wait.UntilWithContext(ctx, func(context.Context) { pods.Prune() }, period)
+	go wait.UntilWithContext(ctx, func(context.Context) { pods.Prune(); idle.Sweep() }, period)
 	lh.Info("flushing marked nodes with no pod bound from objects that say so (upstream's Resync skips them)")
 	return &Plugin{TopologyMatch: match, Cache: cache, InFlight: inFlight, Window: window}, nil
 }

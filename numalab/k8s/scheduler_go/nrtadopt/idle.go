@@ -13,14 +13,10 @@ package nrtadopt
 // node with pods, made for a node with none (the empty set's fingerprint equals the object's).
 
 import (
-	"context"
-	"time"
-
 	topologyv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	"github.com/k8stopologyawareschedwg/podfingerprint"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	podlisterv1 "k8s.io/client-go/listers/core/v1"
 	k8scache "k8s.io/client-go/tools/cache"
 )
@@ -70,11 +66,6 @@ func (i *Idle) Sweep() []string {
 		flushed = append(flushed, name)
 	}
 	return flushed
-}
-
-// Run sweeps every period until ctx ends.
-func (i *Idle) Run(ctx context.Context, period time.Duration) {
-	wait.UntilWithContext(ctx, func(context.Context) { i.Sweep() }, period)
 }
 
 // Empty says whether nrt's pod fingerprint (the attribute, or the older annotation) is that of no pod at all.
