@@ -65,7 +65,7 @@ bench: venv
 
 # The fleet-scale bench (issue 28, bench/fleet_scale.py): per size a native control plane on loopback with kwok
 # nodes, the default scheduler and each numa-scheduler strategy in turn; about an hour at 5,000 nodes. Builds
-# (or finds cached) etcd, kwok and the Kubernetes binaries first. SCALE_ARGS adds options (--out DIR, ...).
+# (or finds cached) etcd, kwok and the Kubernetes binaries first. SCALE_ARGS adds options (--out DIR, --resume, ...).
 SCALE_SIZES ?= 100,1000,5000
 SCALE_ARGS ?=
 scale: venv

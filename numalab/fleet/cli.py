@@ -3,20 +3,29 @@ what it prints and writes.
 
     python bench/fleet_scale.py --sizes 100,1000 --strategies LeastAllocated,MostAllocated --out fleet-scale
 
+The results are written after every side, so a run stopped part way keeps what it measured, and `--resume`
+runs only the sides --out's results.json does not hold yet for the same settings (a 5,000-node side takes about
+an hour here: a run of every size can span several sittings).
+
 Bad input is one line on stderr and exit 2, before any process starts: an invalid option, an unknown
 strategy, a fleet spec naming an unknown shape, a missing binary, a port in use, a size whose memory estimate
-exceeds the machine's. A failure while running is one line and exit 1; Ctrl-C exits 130. Either way the control
-plane is torn down (numalab.fleet.controlplane) and nothing is left running.
+exceeds the machine's, a results.json to resume from that is unreadable or of other settings. A failure while
+running is one line and exit 1; Ctrl-C or SIGTERM exits 130. Either way the control plane is torn down
+(numalab.fleet.controlplane) and nothing is left running.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from numalab.fleet import plotting, report
 from numalab.fleet.binaries import fleet_binaries
@@ -25,7 +34,7 @@ from numalab.fleet.errors import FleetError
 from numalab.fleet.filling import FillSettings
 from numalab.fleet.measures import SideResult
 from numalab.fleet.ports import assign_ports
-from numalab.fleet.scale import ScaleSettings, check_sizes, run_size
+from numalab.fleet.scale import ScaleSettings, check_sizes, run_side
 from numalab.fleet.spec import DEFAULT_FLEET, fleet_spec, load_spec
 from numalab.model.numa_scheduler import SCORING_STRATEGIES
 from numalab.progress import Progress
@@ -100,6 +109,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where results.json, table.txt and the plots go")
     p.add_argument("--port", type=_port, action="append", default=[], metavar="NAME=PORT",
                    help="a fixed loopback port for a process (others are picked free)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the sides --out's results.json holds for these settings and run only the others")
     return p
 
 
@@ -110,10 +121,40 @@ def settings_from(args: argparse.Namespace) -> ScaleSettings:
     return ScaleSettings(sizes=args.sizes, strategies=args.strategies, fleet=spec, fill=fill, ports=dict(args.port))
 
 
-def write(results: Sequence[SideResult], out: Path) -> list[Path]:
+def run_settings(settings: ScaleSettings) -> dict[str, Any]:
+    """What makes two runs' sides comparable: how they were filled, the fleet's shapes (a digest of the spec
+    without its size) and the numa-schedulers' resync; kept with every record of results.json."""
+    fleet = dataclasses.replace(settings.fleet, nodes=0)
+    return json.loads(json.dumps({"fill": dataclasses.asdict(settings.fill),
+                                  "fleet": hashlib.sha256(repr(fleet).encode()).hexdigest()[:16],
+                                  "resync_seconds": settings.resync_seconds}, sort_keys=True, default=str))
+
+
+def resumed(out: Path, settings: ScaleSettings) -> list[SideResult]:
+    """The results of --out's results.json, kept for --resume; FleetError when it cannot be read or holds sides
+    measured with other settings (mixing them would compare unlike runs)."""
+    path = out / "results.json"
+    if not path.exists():
+        return []
+    try:
+        records = json.loads(path.read_text())
+        ran = [record["run"] for record in records]
+        results = [report.from_json(record) for record in records]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FleetError(f"--resume: {path} cannot be read as the bench's results ({exc}); move it away") from None
+    wanted = run_settings(settings)
+    for record, theirs in zip(records, ran, strict=True):
+        if theirs != wanted:
+            differ = sorted(key for key in {**theirs, **wanted} if theirs.get(key) != wanted.get(key))
+            raise FleetError(f"--resume: {path} holds {record['nodes']} nodes/{record['side']} measured with other "
+                             f"settings ({', '.join(differ)} differ); use another --out or the same options")
+    return results
+
+
+def write(results: Sequence[SideResult], out: Path, settings: ScaleSettings) -> list[Path]:
     """results.json, table.txt and the plots under `out`; the files written."""
     out.mkdir(parents=True, exist_ok=True)
-    records = report.as_json(results)
+    records = [{**record, "run": run_settings(settings)} for record in report.as_json(results)]
     (out / "results.json").write_text(json.dumps(records, indent=1) + "\n")
     (out / "table.txt").write_text(f"{report.table(results)}\n\n{report.LEGEND}\n")
     return [out / "results.json", out / "table.txt", *plotting.draw(records, out)]
@@ -131,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         assign_ports(port_names(settings.strategies), settings.ports)
         check_sizes(settings)
         args.out.mkdir(parents=True, exist_ok=True)
+        results = resumed(args.out, settings) if args.resume else []
     except (BadInput, FleetError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -138,18 +180,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     progress = Progress(prefix=PROG)
-    results: list[SideResult] = []
+    done = {(result.nodes, result.side) for result in results}
+    if done:
+        progress.note(f"resumed from {args.out / 'results.json'}: {len(done)} side(s) kept")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for size in settings.sizes:
-            results += run_size(size, binaries, settings, progress)
-            print(f"{report.table(results)}\n", flush=True)
-            written = write(results, args.out)
+            for side in settings.sides:
+                if (size, side) not in done:
+                    results.append(run_side(size, side, binaries, settings, progress))
+                    write(results, args.out, settings)
+            print(f"{report.table(r for r in results if r.nodes == size)}\n", flush=True)
+        written = write(results, args.out, settings)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the control plane is stopped", file=sys.stderr)
         return 130
     except FleetError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(report.LEGEND)
     print(f"written under {args.out.resolve()}: {', '.join(path.name for path in written)}")
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a job's timeout, `kill`) ends the run as Ctrl-C does: the control plane is torn down."""
+    raise KeyboardInterrupt

@@ -268,10 +268,10 @@ class ControlPlane:
 
     def _stop(self) -> None:
         """Stop every process, clients before the API server before etcd (the API server and etcd wait for their
-        clients' streams when stopped under them), and remove the directory unless kept. A second Ctrl-C
-        cannot cut this short."""
+        clients' streams when stopped under them), and remove the directory unless kept. A second Ctrl-C or
+        SIGTERM cannot cut this short."""
         main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
         try:
             killed = [name for batch in reversed(self._batches) for name in processes.stop_all(batch, self.stop_grace)]
             if killed:
@@ -279,8 +279,8 @@ class ControlPlane:
             if self.directory is not None and not self.keep:
                 shutil.rmtree(self.directory, ignore_errors=True)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def _credentials(self) -> Credentials:
         if self.credentials is None:

@@ -1,5 +1,5 @@
-"""One side of the fleet bench: one scheduler fills the empty fleet with the workload until it is full, is
-measured, and the fleet is emptied again.
+"""One side of the fleet bench: one scheduler fills the empty fleet with the workload until it is full, and is
+measured (numalab.fleet.scale then tears the side's control plane down).
 
 A side's scheduler is the only one running (numalab.fleet.scale stops the others): idle schedulers would
 still follow every pod, and a numa-scheduler marks nodes holding other schedulers' pods "foreign" and
@@ -39,7 +39,6 @@ from numalab.progress import Progress, Silent
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 NUDGE_ANNOTATION = "numa-lab/bench-nudge"
-DRAIN_AGAIN_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,6 @@ class FillSettings:
     """Quiet before a nudge and after it: longer than a numa-scheduler's resync (5 s), so the views of the nodes
     that turned pods away are taken again from their objects before the pods are tried again."""
     side_timeout: float = 3600.0
-    drain_timeout: float = 600.0
     creators: int = 8
     namespace: str = "default"
     seed: int = 1
@@ -107,8 +105,8 @@ class _Sampler:
 
 
 class Side:
-    """Fill, measure and drain for one side; `run()` once. `at_full(side)`, when given, is called once the fleet
-    is measured full, before it is emptied (a test looks at the published objects then)."""
+    """Fill and measure one side; `run()` once. `at_full(side)`, when given, is called once the fleet is measured
+    full (a test looks at the published objects then)."""
 
     def __init__(self, plane: ControlPlane, driver: FleetDriver, api: KubeFleetApi, watch_api: KubeFleetApi,
                  side: str, settings: FillSettings, progress: Progress | None = None,
@@ -145,8 +143,6 @@ class Side:
                 self.watch_api.interrupt()
                 watcher.join(0.2)
             sampler.stop()
-        with self.progress.step(f"{self.side}: emptying the fleet"):
-            self.drain()
         self.plane.stop_process(process)
         return result
 
@@ -258,27 +254,3 @@ class Side:
             self.create_errors += 1
             log.warning("creating %s %s: %s", obj["kind"], obj["metadata"]["name"], exc)
         self.last_created = time.monotonic()
-
-    def drain(self) -> None:
-        """Delete the side's Deployments, ReplicaSets and pods (again every few seconds: a ReplicaSet may have made
-        a pod while it was deleted); wait until none is left and the simulated kubelets hold nothing and wrote their
-        last objects."""
-        deadline = time.monotonic() + self.settings.drain_timeout
-        namespace, kinds = self.settings.namespace, ("Deployment", "ReplicaSet", "Pod")
-        while any(self.api.any_left(kind, namespace, self.selector) for kind in kinds):
-            try:
-                for kind in kinds:
-                    self.api.delete_all(kind, namespace, self.selector)
-            except ApiError as exc:  # a deletion of thousands can outlast the request: ask again
-                log.warning("emptying the fleet: %s; again", exc)
-            until = min(deadline, time.monotonic() + DRAIN_AGAIN_SECONDS)
-            while time.monotonic() < until and self.api.any_left("Pod", namespace, self.selector):
-                time.sleep(POLL_SECONDS)
-            if time.monotonic() >= deadline:
-                raise FleetError(f"{self.side}: objects still left {self.settings.drain_timeout:.0f} s after "
-                                 f"deleting them ({self.selector} in {namespace})")
-        while not (self.driver.holding() == 0 and self.driver.idle()):
-            if time.monotonic() > deadline:
-                raise FleetError(f"{self.side}: the simulated kubelets still hold {self.driver.holding()} pods "
-                                 f"{self.settings.drain_timeout:.0f} s after their deletion")
-            time.sleep(POLL_SECONDS)

@@ -189,20 +189,6 @@ class KubeFleetApi:
         namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
         self._call("POST", COLLECTIONS[str(obj["kind"])].format(namespace), obj)
 
-    def delete_all(self, kind: str, namespace: str, label_selector: str, timeout: float = 120.0) -> None:
-        """Delete every object of `kind` matching in one request, at once (grace 0: a pod's kubelet is told by
-        the watch's DELETED). No orphaning: without a garbage collector its finalizer would stay. The API server
-        deletes one at a time: give it `timeout` s."""
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-        self._call("DELETE", COLLECTIONS[kind].format(namespace), options, query=_selectors("", label_selector),
-                   timeout=timeout)
-
-    def any_left(self, kind: str, namespace: str, label_selector: str) -> bool:
-        """Does any object of `kind` match? (A page of one.)"""
-        page = self._call("GET", COLLECTIONS[kind].format(namespace),
-                          query=[*_selectors("", label_selector), ("limit", "1")])
-        return bool(page.get("items"))
-
 
 def _pods(namespace: str | None) -> str:
     return COLLECTIONS["Pod"].format(namespace) if namespace else "/api/v1/pods"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from numalab.fleet.measures import SideResult
+from numalab.fleet.measures import Packing, SideResult
 
 MiB = 1024 * 1024
 COLUMNS = ("nodes", "side", "bound/s", "p50 ms", "p99 ms", "burst p50", "burst p99", "rejected", "remade",
@@ -53,6 +53,19 @@ def table(results: Iterable[SideResult]) -> str:
                                                                                                strict=True)))
              for r in rows]
     return "\n".join(lines)
+
+
+PAIRS = ("rate_latency", "burst_latency", "kubelet_lag")
+
+
+def from_json(record: Mapping[str, Any]) -> SideResult:
+    """The result as_json wrote (its derived figures dropped): a resumed run's sides."""
+    data = {f.name: record[f.name] for f in dataclasses.fields(SideResult) if f.name in record}
+    data["packing"] = Packing(**record["packing"])
+    for name in PAIRS:
+        if data.get(name) is not None:
+            data[name] = tuple(data[name])
+    return SideResult(**data)
 
 
 def as_json(results: Sequence[SideResult]) -> list[dict[str, Any]]:

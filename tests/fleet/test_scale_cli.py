@@ -4,7 +4,10 @@ a run prints and writes, with the control plane's run replaced by canned results
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import time
 
 import pytest
 
@@ -20,11 +23,11 @@ def bench(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
     runs = []
 
-    def run_size(size, found, settings, progress):
-        runs.append((size, settings))
+    def run_side(size, side, found, settings, progress):
+        runs.append((size, side, settings))
         raise AssertionError("a control plane would start")
 
-    monkeypatch.setattr(cli, "run_size", run_size)
+    monkeypatch.setattr(cli, "run_side", run_side)
     return (lambda *argv: cli.main(["--out", str(tmp_path / "out"), *argv])), runs
 
 
@@ -105,15 +108,16 @@ def test_a_run_prints_the_table_and_writes_results_and_plots(tmp_path, monkeypat
     monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
     asked = []
 
-    def run_size(size, found, settings, progress):
-        asked.append((size, settings.sides, settings.fill.rate, settings.fill.seed))
-        return [result("default", size, {"TopologyAffinityError": 30}), result("LeastAllocated", size)]
+    def run_side(size, side, found, settings, progress):
+        asked.append((size, side, settings.fill.rate, settings.fill.seed))
+        return result(side, size, {"TopologyAffinityError": 30} if side == "default" else None)
 
-    monkeypatch.setattr(cli, "run_size", run_size)
+    monkeypatch.setattr(cli, "run_side", run_side)
     out = tmp_path / "out"
     assert cli.main(["--sizes", "10,20", "--strategies", "LeastAllocated", "--rate", "5", "--seed", "4",
                      "--out", str(out)]) == 0
-    assert asked == [(10, ("default", "LeastAllocated"), 5.0, 4), (20, ("default", "LeastAllocated"), 5.0, 4)]
+    assert asked == [(10, "default", 5.0, 4), (10, "LeastAllocated", 5.0, 4), (20, "default", 5.0, 4),
+                     (20, "LeastAllocated", 5.0, 4)]
     printed = capsys.readouterr().out
     assert "nodes  side" in printed and f"written under {out.resolve()}" in printed
     rows = [line.split() for line in printed.splitlines() if line.startswith("20 ")]
@@ -136,6 +140,75 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path, monkeypatch, capsys):
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "run_size", interrupted)
+    monkeypatch.setattr(cli, "run_side", interrupted)
     assert cli.main(["--sizes", "10", "--out", str(tmp_path / "out")]) == 130
     assert one_line(capsys) == "fleet_scale: interrupted; the control plane is stopped"
+
+
+def test_sigterm_ends_the_run_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
+    binaries = fake_binaries(tmp_path / "bin")
+    monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
+
+    def terminated(*args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        raise AssertionError("SIGTERM did not end the run")
+
+    monkeypatch.setattr(cli, "run_side", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["--sizes", "10", "--out", str(tmp_path / "out")]) == 130
+    assert one_line(capsys) == "fleet_scale: interrupted; the control plane is stopped"
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_each_side_is_written_as_it_ends_and_resume_runs_only_the_others(tmp_path, monkeypatch, capsys):
+    binaries = fake_binaries(tmp_path / "bin")
+    monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
+    out, asked = tmp_path / "out", []
+
+    def stopped_after_one(size, side, found, settings, progress):
+        if asked:
+            raise KeyboardInterrupt
+        asked.append((size, side))
+        return result(side, size, {"TopologyAffinityError": 7})
+
+    monkeypatch.setattr(cli, "run_side", stopped_after_one)
+    argv = ["--sizes", "10,20", "--strategies", "MostAllocated", "--seed", "4", "--out", str(out)]
+    assert cli.main(argv) == 130
+    records = json.loads((out / "results.json").read_text())
+    assert [(r["nodes"], r["side"], r["rejections"]) for r in records] == [(10, "default", 7)]
+    assert records[0]["run"]["fill"]["seed"] == 4
+    capsys.readouterr()
+
+    def run_side(size, side, found, settings, progress):
+        asked.append((size, side))
+        return result(side, size)
+
+    monkeypatch.setattr(cli, "run_side", run_side)
+    assert cli.main([*argv, "--resume"]) == 0
+    assert asked == [(10, "default"), (10, "MostAllocated"), (20, "default"), (20, "MostAllocated")]
+    records = json.loads((out / "results.json").read_text())
+    assert [(r["nodes"], r["side"], r["rejections"]) for r in records] == [
+        (10, "default", 7), (10, "MostAllocated", 0), (20, "default", 0), (20, "MostAllocated", 0)]
+    assert "resumed from" in capsys.readouterr().err
+
+    asked.clear()  # every side there: nothing runs, the table and plots are written again
+    assert cli.main([*argv, "--resume"]) == 0 and asked == []
+    assert (out / "table.txt").read_text().count("MostAllocated") == 2
+
+
+def test_resume_refuses_results_of_other_settings_or_unreadable(tmp_path, monkeypatch, capsys):
+    binaries = fake_binaries(tmp_path / "bin")
+    monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
+    out = tmp_path / "out"
+    monkeypatch.setattr(cli, "run_side", lambda size, side, *rest: result(side, size))
+    assert cli.main(["--sizes", "10", "--strategies", "none", "--seed", "4", "--out", str(out)]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(cli, "run_side", lambda *args: pytest.fail("a side ran"))
+    assert cli.main(["--sizes", "10", "--strategies", "none", "--seed", "5", "--out", str(out), "--resume"]) == 2
+    assert one_line(capsys) == (f"fleet_scale: --resume: {out / 'results.json'} holds 10 nodes/default measured "
+                                "with other settings (fill differ); use another --out or the same options")
+    (out / "results.json").write_text("[{\"nodes\": 10}]")
+    assert cli.main(["--sizes", "10", "--out", str(out), "--resume"]) == 2
+    assert one_line(capsys).startswith(f"fleet_scale: --resume: {out / 'results.json'} cannot be read as the "
+                                       "bench's results")

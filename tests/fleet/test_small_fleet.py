@@ -5,7 +5,7 @@ The fleet and mix make the baseline certain: every pod asks for 5 whole CPUs, an
 7 and 8 allocatable CPUs) holds two of them, one a cell, with 5 CPUs left that the default scheduler sees free
 but are split 2 + 3 over the cells; the 2cell-smt-32 nodes (14 + 16) hold five and keep 4 + 1. So the default
 side binds pods that the kubelets must reject, and a NUMA-aware side that placed every pod in one cell rejects
-none. When each side is full, before the fleet is emptied, every admitted pod's place is checked against its
+none. When each side is full, every admitted pod's place is checked against its
 node: the kubelets' own allocations and the NodeResourceTopology objects they published.
 
 The NUMA-aware side rejects nothing: numa-scheduler's resync counts every pod bound to a node and not finished
@@ -39,7 +39,7 @@ NODES = 50
 SPEC = fleet_spec({"nodes": NODES, "seed": 3, "shapes": [{"shape": "2cell-16", "weight": 4},
                                                          {"shape": "2cell-smt-32", "weight": 1}]})
 MIX = Mix(kinds={"guaranteed": 3, "hugepages": 1, "deployment": 1}, cpus={5: 1}, replicas=(2, 3))
-FILL = FillSettings(rate=25, rate_seconds=3, settle=6, side_timeout=120, drain_timeout=60, mix=MIX, seed=5)
+FILL = FillSettings(rate=25, rate_seconds=3, settle=6, side_timeout=120, mix=MIX, seed=5)
 
 
 def cells_hold_their_pods(side: Side) -> dict[str, int]:
