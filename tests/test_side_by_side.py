@@ -3,6 +3,7 @@ at once, with one verdict. Run here against a stand-in pytest that says what it 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subproces
     stand_in = tmp_path / "pytest"
     stand_in.write_text(f"""#!/bin/sh
 echo "args: $*"
+echo "nice: $(nice)"
 case "$*" in
   *"-m cluster"*) for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
                   [ -e {tmp_path}/other-started ] || echo "the other run had not started"
@@ -37,6 +39,9 @@ def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_p
     assert "args: tests -m cluster --durations=15 -k x" in lines
     assert "args: tests -m not cluster --durations=15 -k x" in lines
     assert "the other run had not started" not in done.stdout
+    base = os.nice(0)  # the other run: 5 nicer than the cluster run (at most 19)
+    niceness = sorted(line for line in lines if line.startswith("nice: "))
+    assert niceness == sorted([f"nice: {base}", f"nice: {min(19, base + 5)}"])
     # the other run's output comes whole, under its heading, after the cluster run's
     heading = next(i for i, line in enumerate(lines) if "the other tests" in line)
     assert lines.index("other output line") > heading > lines.index("args: tests -m cluster --durations=15 -k x")
@@ -56,6 +61,12 @@ def test_one_verdict_from_both_exit_codes(tmp_path: Path, cluster_rc: int, other
     assert done.returncode == expected, done.stdout + done.stderr
     if expected == 5:
         assert "collected no tests" in done.stderr
+
+
+def test_the_other_runs_niceness_is_set_by_its_variable(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_OTHER_NICE", "0")
+    done = run(tmp_path, 0, 0)
+    assert [line for line in done.stdout.splitlines() if line.startswith("nice: ")] == [f"nice: {os.nice(0)}"] * 2
 
 
 def test_the_two_runs_draw_lab_subnets_from_separate_offsets() -> None:
