@@ -194,3 +194,21 @@ def check_numa_align(state: Path, install: str) -> None:
             time.sleep(2)
             seen = allocatable(state, worker).get("numa-align/numa-0")
         assert seen == "100", (worker, seen)
+
+
+def assert_suite_rows(table: str) -> None:
+    """The e2e table's whole-cluster rows: case 9's two sides and its Deployment, whole cores, Services and DNS."""
+    for row in ("default-scheduler", "numa-aware"):  # both sides: the baseline's rejections happened
+        side = next(line.split() for line in table.splitlines()
+                    if line.split()[:3] == ["*", "*", f"numa-scheduler:{row}"])
+        assert side[3] == "pass", side
+    deployment = next(line.split() for line in table.splitlines()
+                      if line.split()[:3] == ["*", "*", "numa-scheduler:deployment"])
+    assert deployment[3] == "pass", deployment  # a Deployment past what fits: no rejection loop
+    assert not any(line.split()[:2] == ["worker-3", "2"] for line in table.splitlines())
+    # full-pcpus-only on the real kubelet: pinned pods got whole cores (above), part of a core is refused
+    split = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-3", "0", "whole-core"])
+    assert split[3] == "pass" and "SMTAlignmentError" in " ".join(split), split
+    # Services and cluster DNS: worker-1 reached a Service backed by worker-3 by its DNS name (kube-proxy, CoreDNS)
+    dns = next(line.split() for line in table.splitlines() if line.split()[:3] == ["worker-1", "*", "service-dns"])
+    assert dns[3] == "pass" and "worker-3" in dns, dns

@@ -12,17 +12,23 @@ NOTES: list[str] = []
 """Figures a run should show whatever its outcome (the side-by-side schedulers' counts): printed after the steps."""
 
 
+_DEPTH = [0]
+
+
 @contextmanager
 def step(name: str) -> Iterator[None]:
-    """Time one step of the cluster test; a step that raised is listed too, marked."""
+    """Time one step of the cluster test; a step that raised is listed too, marked. A step inside another is
+    listed under it, indented (the total counts the outer one)."""
     started = time.monotonic()
     index = len(STEPS)  # its line goes before what was noted during it (a deploy's phases)
-    failed = True
+    indent, failed = "  " * _DEPTH[0], True
+    _DEPTH[0] += 1
     try:
         yield
         failed = False
     finally:
-        STEPS.insert(index, (name + (" (failed)" if failed else ""), time.monotonic() - started))
+        _DEPTH[0] -= 1
+        STEPS.insert(index, (indent + name + (" (failed)" if failed else ""), time.monotonic() - started))
 
 
 DURATION = re.compile(r"^\s*(\d+\.\d+)s\s+(call|setup|teardown)\s+(\S+)")

@@ -31,6 +31,21 @@ def test_a_steps_line_comes_before_what_was_noted_during_it(monkeypatch) -> None
                                                  "    first op: base | Wait"]
 
 
+def test_a_step_inside_another_is_listed_under_it_and_counted_once(monkeypatch) -> None:
+    monkeypatch.setattr(steps, "STEPS", [])
+    with steps.step("worker-1 cases"):
+        with steps.step("audit"):
+            pass
+        try:
+            with steps.step("fault: stuck"):
+                raise RuntimeError
+        except RuntimeError:
+            pass
+    with steps.step("destroy"):
+        pass
+    assert [name for name, _ in steps.STEPS] == ["worker-1 cases", "  audit", "  fault: stuck (failed)", "destroy"]
+
+
 def test_a_failed_runs_excerpt_keeps_its_fail_rows_cut_from_the_tail() -> None:
     from tests.cluster.steps import failure_excerpt
 
