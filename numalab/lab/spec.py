@@ -44,6 +44,10 @@ class Settings:
     image: str | None = None  # a cloud image path or URL instead of the debootstrap image
     image_dir: Path = Path(DEFAULT_IMAGE_DIR)  # shared by all labs: images are keyed by recipe hash
     distribution: str = "auto"  # k8s_distribution of every guest: auto, rke2 or upstream
+    cpu_shares: int | None = None
+    """Each guest's CPU weight against the host's other guests (libvirt <cputune><shares>); None: libvirt's
+    default (1024). A lab beside others that matter more gets less, e.g. `make test`'s lab tests beside its
+    cluster test (scripts/test-side-by-side)."""
 
     @property
     def gateway(self) -> ipaddress.IPv4Address:
@@ -71,6 +75,7 @@ class Settings:
             "image": self.image,
             "image_dir": str(self.image_dir),
             "distribution": self.distribution,
+            "cpu_shares": self.cpu_shares,
         }
 
 
@@ -144,8 +149,8 @@ class Lab:
 
 def settings_from_env(environ: Mapping[str, str], home: Path | None = None) -> Settings:
     """Settings from NUMALAB_NAME, NUMALAB_STATE_DIR, NUMALAB_NETWORK (isolated|nat), NUMALAB_SUBNET,
-    NUMALAB_DOMAIN_TYPE (auto|kvm|qemu), NUMALAB_URI, NUMALAB_IMAGE, NUMALAB_IMAGE_DIR and
-    NUMALAB_DISTRIBUTION (auto|rke2|upstream); unset ones take the defaults."""
+    NUMALAB_DOMAIN_TYPE (auto|kvm|qemu), NUMALAB_URI, NUMALAB_IMAGE, NUMALAB_IMAGE_DIR,
+    NUMALAB_DISTRIBUTION (auto|rke2|upstream) and NUMALAB_CPU_SHARES; unset ones take the defaults."""
     name = environ.get("NUMALAB_NAME") or DEFAULT_NAME
     base = (home or Path("~")) / ".local/share/numa-lab"
     return settings_from_dict(
@@ -159,13 +164,15 @@ def settings_from_env(environ: Mapping[str, str], home: Path | None = None) -> S
             "image": environ.get("NUMALAB_IMAGE") or None,
             "image_dir": environ.get("NUMALAB_IMAGE_DIR") or str(base / "images"),
             "distribution": environ.get("NUMALAB_DISTRIBUTION") or "auto",
+            "cpu_shares": environ.get("NUMALAB_CPU_SHARES") or None,
         },
         where="NUMALAB",
     )
 
 
 def settings_from_dict(data: Mapping[str, Any], where: str = "settings") -> Settings:
-    known = {"name", "state_dir", "network", "subnet", "domain_type", "uri", "image", "image_dir", "distribution"}
+    known = {"name", "state_dir", "network", "subnet", "domain_type", "uri", "image", "image_dir", "distribution",
+             "cpu_shares"}
     unknown = set(data) - known
     if unknown:
         raise ValidationError(where, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -204,8 +211,26 @@ def settings_from_dict(data: Mapping[str, Any], where: str = "settings") -> Sett
             f"{where}.distribution", f"expected one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}"
         )
     return Settings(
-        name, state_dir, network, subnet, domain_type, uri, str(image) if image else None, image_dir, distribution
+        name, state_dir, network, subnet, domain_type, uri, str(image) if image else None, image_dir, distribution,
+        _cpu_shares(data.get("cpu_shares"), f"{where}.cpu_shares"),
     )
+
+
+CPU_SHARES = (2, 262144)
+"""The weights libvirt takes for <shares> (cgroup v1 cpu.shares' range; v2's cpu.weight is scaled from it)."""
+
+
+def _cpu_shares(raw: Any, where: str) -> int | None:
+    if raw is None:
+        return None
+    try:
+        shares = int(str(raw))
+    except ValueError:
+        shares = None
+    if shares is None or not CPU_SHARES[0] <= shares <= CPU_SHARES[1]:
+        raise ValidationError(where, f"expected a CPU weight from {CPU_SHARES[0]} to {CPU_SHARES[1]} (libvirt's "
+                                     f"default is 1024), got {raw!r}")
+    return shares
 
 
 def lab_from_dict(data: Mapping[str, Any]) -> Lab:

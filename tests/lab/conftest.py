@@ -107,11 +107,14 @@ def write_inventory(path: Path, guests: list[dict[str, Any]], host_overrides: Ma
     return path
 
 
+KEPT = ("NUMALAB_IMAGE_DIR", "NUMALAB_CPU_SHARES")
+"""The NUMALAB_* variables a test lab keeps from the environment: the shared image cache, and the guests' CPU
+weight (scripts/test-side-by-side lowers it for the labs beside the cluster test)."""
+
+
 def lab_env(name: str, state_dir: Path, subnet: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMALAB_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMALAB_") or k in KEPT}
     env.update(NUMALAB_NAME=name, NUMALAB_STATE_DIR=str(state_dir), NUMALAB_SUBNET=subnet, NUMALAB_NETWORK="isolated")
-    if "NUMALAB_IMAGE_DIR" in os.environ:
-        env["NUMALAB_IMAGE_DIR"] = os.environ["NUMALAB_IMAGE_DIR"]
     return env
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from numalab.lab.spec import check_subnet_free, lab_from_dict, settings_from_env, stable_mac
+from numalab.lab.spec import check_subnet_free, lab_from_dict, settings_from_dict, settings_from_env, stable_mac
 from numalab.model.errors import ValidationError
 
 
@@ -130,14 +130,17 @@ def test_settings_from_env_defaults_and_overrides() -> None:
     assert defaults.state_dir == Path("/home/u/.local/share/numa-lab/numa-lab")
     assert (defaults.network, str(defaults.subnet), defaults.domain_type) == ("isolated", "10.77.0.0/24", "auto")
     assert defaults.uri == "qemu:///system"
+    assert defaults.cpu_shares is None  # libvirt's own default weight
     env = {
         "NUMALAB_NAME": "t1",
         "NUMALAB_NETWORK": "nat",
         "NUMALAB_SUBNET": "10.80.0.0/24",
         "NUMALAB_DOMAIN_TYPE": "qemu",
         "NUMALAB_URI": "qemu+ssh://root@vmhost/system",
+        "NUMALAB_CPU_SHARES": "256",
     }
     custom = settings_from_env(env, home=Path("/home/u"))
+    assert custom.cpu_shares == 256 and settings_from_dict(custom.to_dict()) == custom
     assert custom.state_dir == Path("/home/u/.local/share/numa-lab/t1")
     assert (custom.network, custom.domain_type, custom.uri) == ("nat", "qemu", "qemu+ssh://root@vmhost/system")
 
@@ -151,6 +154,8 @@ def test_settings_from_env_defaults_and_overrides() -> None:
         ("NUMALAB_DOMAIN_TYPE", "xen"),
         ("NUMALAB_URI", "xen:///system"),
         ("NUMALAB_NAME", "Bad_Name"),
+        ("NUMALAB_CPU_SHARES", "1"),
+        ("NUMALAB_CPU_SHARES", "lots"),
     ],
 )
 def test_bad_env_is_refused_naming_the_setting(variable: str, value: str) -> None:
@@ -160,6 +165,7 @@ def test_bad_env_is_refused_naming_the_setting(variable: str, value: str) -> Non
         "NUMALAB_DOMAIN_TYPE": "domain_type",
         "NUMALAB_URI": "uri",
         "NUMALAB_NAME": "name",
+        "NUMALAB_CPU_SHARES": "cpu_shares",
     }[variable]
     with pytest.raises(ValidationError) as info:
         settings_from_env({variable: value})

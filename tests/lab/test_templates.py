@@ -211,3 +211,12 @@ def test_a_given_emulator_is_the_domains_own(lab: Lab, test_conn: libvirt.virCon
     xml = domain_xml(lab, "two", emulator="/usr/local/libexec/numa-lab/qemu-tcg-single")
     root = ET.fromstring(test_conn.defineXML(xml).XMLDesc(0))
     assert root.findtext("./devices/emulator") == "/usr/local/libexec/numa-lab/qemu-tcg-single"
+
+
+def test_a_labs_cpu_shares_weigh_its_guests(test_conn: libvirt.virConnect) -> None:
+    """NUMALAB_CPU_SHARES: <cputune><shares> on every guest, as libvirt keeps it; none without it."""
+    light = lab_from_dict({"settings": {"name": "t", "cpu_shares": 256}, "guests": [TWO_CELLS]})
+    root = ET.fromstring(test_conn.defineXML(domain_xml(light, "two")).XMLDesc(0))
+    assert root.findtext("./cputune/shares") == "256"
+    plain = lab_from_dict({"settings": {"name": "u"}, "guests": [TWO_CELLS]})
+    assert ET.fromstring(test_conn.defineXML(domain_xml(plain, "two")).XMLDesc(0)).find("./cputune") is None
