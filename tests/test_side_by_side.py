@@ -21,6 +21,7 @@ def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subproces
     stand_in.write_text(f"""#!/bin/sh
 echo "args: $*"
 echo "nice: $(nice)"
+echo "shares: ${{NUMALAB_CPU_SHARES:-unset}}"
 case "$*" in
   *"-m cluster"*) for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
                   [ -e {tmp_path}/other-started ] || echo "the other run had not started"
@@ -42,6 +43,8 @@ def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_p
     base = os.nice(0)  # the other run: 5 nicer than the cluster run (at most 19)
     niceness = sorted(line for line in lines if line.startswith("nice: "))
     assert niceness == sorted([f"nice: {base}", f"nice: {min(19, base + 5)}"])
+    # the other run's labs weigh less; the cluster run's keep libvirt's default
+    assert sorted(line for line in lines if line.startswith("shares: ")) == ["shares: 256", "shares: unset"]
     # the other run's output comes whole, under its heading, after the cluster run's
     heading = next(i for i, line in enumerate(lines) if "the other tests" in line)
     assert lines.index("other output line") > heading > lines.index("args: tests -m cluster --durations=15 -k x")
@@ -63,10 +66,14 @@ def test_one_verdict_from_both_exit_codes(tmp_path: Path, cluster_rc: int, other
         assert "collected no tests" in done.stderr
 
 
-def test_the_other_runs_niceness_is_set_by_its_variable(tmp_path: Path, monkeypatch) -> None:
+def test_the_other_runs_niceness_and_weight_are_set_by_their_variables(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("NUMALAB_OTHER_NICE", "0")
+    monkeypatch.setenv("NUMALAB_OTHER_CPU_SHARES", "512")
+    monkeypatch.delenv("NUMALAB_CPU_SHARES", raising=False)
     done = run(tmp_path, 0, 0)
-    assert [line for line in done.stdout.splitlines() if line.startswith("nice: ")] == [f"nice: {os.nice(0)}"] * 2
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("nice: ")] == [f"nice: {os.nice(0)}"] * 2
+    assert sorted(line for line in lines if line.startswith("shares: ")) == ["shares: 512", "shares: unset"]
 
 
 def test_the_two_runs_draw_lab_subnets_from_separate_offsets() -> None:
