@@ -14,7 +14,8 @@ from tests.lab.conftest import CLUSTER_SUBNET_OFFSETS, SUBNET_OFFSETS
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-side-by-side"
 
 
-def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subprocess.CompletedProcess:
+def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str,
+        settings: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The runner with a stand-in pytest: it prints its arguments and exits with the code for its -m side.
     The cluster side waits for the other side's mark first, so the test shows both run at once."""
     stand_in = tmp_path / "pytest"
@@ -30,7 +31,11 @@ case "$*" in
 esac
 """)
     stand_in.chmod(0o755)
-    return subprocess.run([str(SCRIPT), str(stand_in), *args], capture_output=True, text=True, timeout=60)
+    # the runner's own settings only as given (`make test` sets NUMALAB_CPU_SHARES for the run this test is in)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMALAB_CPU_SHARES", "NUMALAB_OTHER_NICE", "NUMALAB_OTHER_CPU_SHARES")}
+    env.update(settings or {})
+    return subprocess.run([str(SCRIPT), str(stand_in), *args], capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_path: Path) -> None:
@@ -66,11 +71,8 @@ def test_one_verdict_from_both_exit_codes(tmp_path: Path, cluster_rc: int, other
         assert "collected no tests" in done.stderr
 
 
-def test_the_other_runs_niceness_and_weight_are_set_by_their_variables(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("NUMALAB_OTHER_NICE", "0")
-    monkeypatch.setenv("NUMALAB_OTHER_CPU_SHARES", "512")
-    monkeypatch.delenv("NUMALAB_CPU_SHARES", raising=False)
-    done = run(tmp_path, 0, 0)
+def test_the_other_runs_niceness_and_weight_are_set_by_their_variables(tmp_path: Path) -> None:
+    done = run(tmp_path, 0, 0, settings={"NUMALAB_OTHER_NICE": "0", "NUMALAB_OTHER_CPU_SHARES": "512"})
     lines = done.stdout.splitlines()
     assert [line for line in lines if line.startswith("nice: ")] == [f"nice: {os.nice(0)}"] * 2
     assert sorted(line for line in lines if line.startswith("shares: ")) == ["shares: 512", "shares: unset"]
