@@ -3,7 +3,6 @@ at once, with one verdict. Run here against a stand-in pytest that says what it 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -14,15 +13,12 @@ from tests.lab.conftest import CLUSTER_SUBNET_OFFSETS, SUBNET_OFFSETS
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-side-by-side"
 
 
-def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str,
-        settings: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subprocess.CompletedProcess:
     """The runner with a stand-in pytest: it prints its arguments and exits with the code for its -m side.
     The cluster side waits for the other side's mark first, so the test shows both run at once."""
     stand_in = tmp_path / "pytest"
     stand_in.write_text(f"""#!/bin/sh
 echo "args: $*"
-echo "nice: $(nice)"
-echo "shares: ${{NUMALAB_CPU_SHARES:-unset}}"
 case "$*" in
   *"-m cluster"*) for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
                   [ -e {tmp_path}/other-started ] || echo "the other run had not started"
@@ -31,11 +27,7 @@ case "$*" in
 esac
 """)
     stand_in.chmod(0o755)
-    # the runner's own settings only as given (`make test` sets NUMALAB_CPU_SHARES for the run this test is in)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NUMALAB_CPU_SHARES", "NUMALAB_OTHER_NICE", "NUMALAB_OTHER_CPU_SHARES")}
-    env.update(settings or {})
-    return subprocess.run([str(SCRIPT), str(stand_in), *args], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run([str(SCRIPT), str(stand_in), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_path: Path) -> None:
@@ -45,11 +37,6 @@ def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_p
     assert "args: tests -m cluster --durations=15 -k x" in lines
     assert "args: tests -m not cluster --durations=15 -k x" in lines
     assert "the other run had not started" not in done.stdout
-    base = os.nice(0)  # the other run: 5 nicer than the cluster run (at most 19)
-    niceness = sorted(line for line in lines if line.startswith("nice: "))
-    assert niceness == sorted([f"nice: {base}", f"nice: {min(19, base + 5)}"])
-    # the other run's labs weigh less; the cluster run's keep libvirt's default
-    assert sorted(line for line in lines if line.startswith("shares: ")) == ["shares: 256", "shares: unset"]
     # the other run's output comes whole, under its heading, after the cluster run's
     heading = next(i for i, line in enumerate(lines) if "the other tests" in line)
     assert lines.index("other output line") > heading > lines.index("args: tests -m cluster --durations=15 -k x")
@@ -69,13 +56,6 @@ def test_one_verdict_from_both_exit_codes(tmp_path: Path, cluster_rc: int, other
     assert done.returncode == expected, done.stdout + done.stderr
     if expected == 5:
         assert "collected no tests" in done.stderr
-
-
-def test_the_other_runs_niceness_and_weight_are_set_by_their_variables(tmp_path: Path) -> None:
-    done = run(tmp_path, 0, 0, settings={"NUMALAB_OTHER_NICE": "0", "NUMALAB_OTHER_CPU_SHARES": "512"})
-    lines = done.stdout.splitlines()
-    assert [line for line in lines if line.startswith("nice: ")] == [f"nice: {os.nice(0)}"] * 2
-    assert sorted(line for line in lines if line.startswith("shares: ")) == ["shares: 512", "shares: unset"]
 
 
 def test_the_two_runs_draw_lab_subnets_from_separate_offsets() -> None:

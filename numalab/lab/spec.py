@@ -46,8 +46,7 @@ class Settings:
     distribution: str = "auto"  # k8s_distribution of every guest: auto, rke2 or upstream
     cpu_shares: int | None = None
     """Each guest's CPU weight against the host's other guests (libvirt <cputune><shares>); None: libvirt's
-    default (1024). A lab beside others that matter more gets less, e.g. `make test`'s lab tests beside its
-    cluster test (scripts/test-side-by-side)."""
+    default (1024). A lab beside guests that matter more gets less."""
 
     @property
     def gateway(self) -> ipaddress.IPv4Address:

@@ -109,7 +109,7 @@ def write_inventory(path: Path, guests: list[dict[str, Any]], host_overrides: Ma
 
 KEPT = ("NUMALAB_IMAGE_DIR", "NUMALAB_CPU_SHARES")
 """The NUMALAB_* variables a test lab keeps from the environment: the shared image cache, and the guests' CPU
-weight (scripts/test-side-by-side lowers it for the labs beside the cluster test)."""
+weight (a machine shared with other guests)."""
 
 
 def lab_env(name: str, state_dir: Path, subnet: str) -> dict[str, str]:
