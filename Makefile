@@ -63,8 +63,8 @@ e2e: venv
 bench: venv
 	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-# The fleet-scale bench (issue 28, bench/fleet_scale.py): per size a native control plane on loopback with kwok
-# nodes, the default scheduler and each numa-scheduler strategy in turn; about an hour at 5,000 nodes. Builds
+# The fleet-scale bench (issue 28, bench/fleet_scale.py): a native control plane on loopback with kwok
+# nodes for each side: the default scheduler, then each numa-scheduler strategy (about an hour at 1,000 nodes). Builds
 # (or finds cached) etcd, kwok and the Kubernetes binaries first. SCALE_ARGS adds options (--out DIR, --resume, ...).
 SCALE_SIZES ?= 100,1000,5000
 SCALE_ARGS ?=
