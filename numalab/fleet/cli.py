@@ -184,14 +184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if done:
         progress.note(f"resumed from {args.out / 'results.json'}: {len(done)} side(s) kept")
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    written: list[Path] | None = None
     try:
         for size in settings.sizes:
             for side in settings.sides:
                 if (size, side) not in done:
                     results.append(run_side(size, side, binaries, settings, progress))
-                    write(results, args.out, settings)
+                    written = write(results, args.out, settings)
             print(f"{report.table(r for r in results if r.nodes == size)}\n", flush=True)
-        written = write(results, args.out, settings)
+        if written is None:  # every side resumed: the table and plots are drawn from them alone
+            written = write(results, args.out, settings)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; the control plane is stopped", file=sys.stderr)
         return 130
