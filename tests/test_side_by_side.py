@@ -20,10 +20,12 @@ def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subproces
     stand_in.write_text(f"""#!/bin/sh
 echo "args: $*"
 case "$*" in
-  *"-m cluster"*) for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
+  *"-m cluster"*) [ {cluster_rc} -eq 0 ] || echo "E   AssertionError: fault cases failed"
+                  for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
                   [ -e {tmp_path}/other-started ] || echo "the other run had not started"
                   exit {cluster_rc} ;;
-  *) touch {tmp_path}/other-started; echo "other output line"; exit {other_rc} ;;
+  *) touch {tmp_path}/other-started; echo "other output line"
+     [ {other_rc} -eq 0 ] || echo "E   assert 1 == 2"; exit {other_rc} ;;
 esac
 """)
     stand_in.chmod(0o755)
@@ -61,3 +63,16 @@ def test_one_verdict_from_both_exit_codes(tmp_path: Path, cluster_rc: int, other
 def test_the_two_runs_draw_lab_subnets_from_separate_offsets() -> None:
     (a, b), (c, d) = sorted([SUBNET_OFFSETS, CLUSTER_SUBNET_OFFSETS])
     assert a <= b < c <= d <= 255
+
+
+def test_a_failed_runs_error_lines_come_again_at_the_end(tmp_path: Path) -> None:
+    """A CI log's tail is what is shown of it: the cluster test's error must not be buried above the other run."""
+    done = run(tmp_path, 1, 1)
+    lines = done.stdout.splitlines()
+    assert lines[-5:-1] == ["=============== the cluster test: its errors again ===============",
+                            "E   AssertionError: fault cases failed",
+                            "=============== the other tests: its errors again ===============",
+                            "E   assert 1 == 2"], done.stdout
+    assert "FAILED" in lines[-1]
+    passed = run(tmp_path, 0, 0).stdout
+    assert "errors again" not in passed
