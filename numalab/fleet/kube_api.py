@@ -132,8 +132,12 @@ class KubeFleetApi:
     def interrupt(self) -> None:
         """End the watch under way (from another thread)."""
         response = self._watching
-        if response is not None:
+        if response is None:
+            return
+        try:
             getattr(response, "shutdown", response.close)()
+        except OSError:  # the watch ended and closed its socket between the read above and this call
+            pass
 
     # -- pods, listed and watched: the driver's bound ones, the bench's by label -------------------------------
 

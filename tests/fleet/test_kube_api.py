@@ -213,6 +213,20 @@ def test_interrupt_ends_a_quiet_watch():
         assert got and got[0][0] == "ADDED"
 
 
+def test_interrupt_after_the_watch_closed_its_socket_is_no_error():
+    """The watch can end and close its socket between interrupt()'s read of it and its shutdown (seen once in
+    make test: urllib3's shutdown of a closed SSL socket raised EBADF out of a side's teardown)."""
+    class Closed:
+        def shutdown(self) -> None:
+            raise OSError(9, "Bad file descriptor")
+
+        close = shutdown
+
+    with serving() as (_, fleet):
+        fleet._watching = Closed()
+        fleet.interrupt()
+
+
 def test_the_benchs_workload_created():
     with serving() as (api, fleet):
         fleet.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "bench"}})
