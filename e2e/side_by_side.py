@@ -192,14 +192,15 @@ def for_the_plugin(why: str) -> bool:
 
 
 def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: int, timeout: float = SETTLE_SECONDS,
-           stable: float = STABLE_SECONDS, every: float = 2.0,
-           final: frozenset[str] = frozenset()) -> tuple[dict[str, tuple[str, str]], float]:
+           stable: float = STABLE_SECONDS, every: float = 2.0, final: frozenset[str] = frozenset(),
+           expected_running: int | None = None) -> tuple[dict[str, tuple[str, str]], float]:
     """Poll the pods `read_all` gives (name -> pod) until at least `at_least` were seen, every one seen has an
     outcome and none changed for `stable` seconds, RETRY_STABLE_SECONDS while one is Pending for the plugin (a
-    Pending pod may still be bound when a cell frees up or the scheduler's cache resyncs). A pod seen once is
-    kept even when it is gone (a rejected one a ReplicaSet replaced). Once every outcome is in `final` (kinds
-    that cannot change), nothing is left to wait for. Undecided ones after `timeout` count as pending. Returns
-    the outcomes and the seconds until the last change."""
+    Pending pod may still be bound when a cell frees up or the scheduler's cache resyncs) and fewer than
+    `expected_running` (the pods that fit, when known) run: once that many run, no cell is left for a retry.
+    A pod seen once is kept even when it is gone (a rejected one a ReplicaSet replaced). Once every outcome is
+    in `final` (kinds that cannot change), nothing is left to wait for. Undecided ones after `timeout` count as
+    pending. Returns the outcomes and the seconds until the last change."""
     start = time.monotonic()
     deadline = api_outages.Deadline(timeout)
     seen: dict[str, tuple[str | None, str]] = {}
@@ -213,7 +214,8 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
         now = time.monotonic()
         decided = len(seen) >= at_least and all(kind is not None for kind, _ in seen.values())
         finished = decided and all(kind in final for kind, _ in seen.values())
-        retried = any(kind == PENDING and for_the_plugin(why) for kind, why in seen.values())
+        retried = any(kind == PENDING and for_the_plugin(why) for kind, why in seen.values()) and (
+            expected_running is None or sum(kind == RUNNING for kind, _ in seen.values()) < expected_running)
         window = max(stable, RETRY_STABLE_SECONDS) if retried else stable
         if (decided and (finished or now - last_change >= window)) or deadline.passed():
             return ({name: (kind, why) if kind is not None else (PENDING, f"undecided after {timeout:.0f} s: {why}")
@@ -222,11 +224,12 @@ def settle(read_all: Callable[[], Mapping[str, Mapping[str, Any]]], at_least: in
 
 
 def wait_decided(read: Callable[[str], Mapping[str, Any]], names: list[str], timeout: float = SETTLE_SECONDS,
-                 stable: float = STABLE_SECONDS, every: float = 2.0) -> tuple[dict[str, tuple[str, str]], float]:
+                 stable: float = STABLE_SECONDS, every: float = 2.0,
+                 expected_running: int | None = None) -> tuple[dict[str, tuple[str, str]], float]:
     """`settle` for a fixed set of bare pods, read one by one: no controller replaces them, so a pod Running or
     rejected (Failed) has its final outcome; only a Pending one may still change."""
     return settle(lambda: {name: read(name) for name in names}, len(names), timeout, stable, every,
-                  final=frozenset({RUNNING, REJECTED}))
+                  final=frozenset({RUNNING, REJECTED}), expected_running=expected_running)
 
 
 def wait_fitting(read_all: Callable[[], list[Mapping[str, Any]]], cpus: int, expected: int,
@@ -274,11 +277,11 @@ def wait_resyncable(read_all: Callable[[], list[Mapping[str, Any]]],
         time.sleep(every)
 
 
-def run_side(cluster: Any, scheduler: str, bodies: list[dict[str, Any]]) -> Side:
-    """Create the contenders at once, wait until each is decided, delete them; the Side seen."""
+def run_side(cluster: Any, scheduler: str, bodies: list[dict[str, Any]], expected_running: int | None = None) -> Side:
+    """Create the contenders at once, wait until each is decided (settle), delete them; the Side seen."""
     names = cluster.create_pods(bodies)
     try:
-        decided, seconds = wait_decided(cluster.pod, names)
+        decided, seconds = wait_decided(cluster.pod, names, expected_running=expected_running)
     finally:
         cluster.delete_pods(names)
     return Side(scheduler, decided, seconds)
@@ -307,14 +310,14 @@ def judge_deployment(run: DeploymentRun, expected_running: int) -> list[str]:
     return problems + placement_problems(run, expected_running)
 
 
-def run_deployment(cluster: Any, body: dict[str, Any]) -> DeploymentRun:
+def run_deployment(cluster: Any, body: dict[str, Any], expected_running: int | None = None) -> DeploymentRun:
     """Create the Deployment, watch its pods until the picture holds, delete it; what was seen."""
     name = cluster.create_deployment(body)
     replicas = body["spec"]["replicas"]
     try:
         decided, seconds = settle(lambda: {pod["metadata"]["name"]: pod
                                            for pod in cluster.pods_labelled(selector(name))},
-                                  replicas, stable=DEPLOYMENT_STABLE_SECONDS)
+                                  replicas, stable=DEPLOYMENT_STABLE_SECONDS, expected_running=expected_running)
     finally:
         cluster.delete_deployment(name, selector(name))
     return DeploymentRun(replicas, decided, seconds)

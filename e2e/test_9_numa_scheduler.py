@@ -87,10 +87,10 @@ def test_numa_aware_scheduler_places_by_cell_where_the_default_one_gets_rejectio
             fitting(scheduler)
             bodies = [contender_pod(dns_label("contend", scheduler[:7], str(i)), settings.probe_image, cpus,
                                     scheduler, workers) for i in range(contenders)]
-            sides[scheduler] = run_side(cluster, scheduler, bodies)
+            sides[scheduler] = run_side(cluster, scheduler, bodies, expected)
         fitting("deployment")
         deployment = run_deployment(cluster, contender_deployment(
-            dns_label("contend", "deploy"), settings.probe_image, cpus, NUMA_AWARE, workers, contenders))
+            dns_label("contend", "deploy"), settings.probe_image, cpus, NUMA_AWARE, workers, contenders), expected)
     finally:
         cluster.delete_pods(names)
     setup = f"{contenders} pods of {cpus} CPUs, {expected} fit in one cell each: "

@@ -204,3 +204,22 @@ def test_a_pod_pending_for_the_plugin_waits_for_the_schedulers_retry(monkeypatch
     polls = itertools.chain(itertools.repeat({"p": other}, 20), itertools.repeat({"p": running}))
     decided, _ = side_by_side.settle(lambda: next(polls), 1, stable=15, every=1)
     assert decided["p"][0] == "pending"  # the baseline: another reason settles after `stable`
+
+
+def test_once_every_pod_that_fits_runs_the_rest_pending_need_not_wait_for_a_retry(monkeypatch) -> None:
+    """A retry cannot bind more than fits: with `expected_running` pods Running, the others Pending for the
+    plugin settle after `stable`, not RETRY_STABLE_SECONDS; with fewer Running they still wait for the retry."""
+    clock = itertools.count(0.0, 1.0)
+    monkeypatch.setattr(side_by_side.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(side_by_side.time, "sleep", lambda seconds: None)
+    unaligned = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                 "reason": "Unschedulable", "message": "0/2 nodes are available: 2 cannot align pod."}]}}
+    running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
+    _, seconds = side_by_side.settle(lambda: {"a": running, "b": unaligned}, 2, stable=5, every=1,
+                                     expected_running=1)
+    settled_at = next(clock)
+    assert settled_at < side_by_side.RETRY_STABLE_SECONDS
+    polls = itertools.chain(itertools.repeat({"a": unaligned, "b": unaligned}, 20),
+                            itertools.repeat({"a": running, "b": unaligned}))
+    decided, _ = side_by_side.settle(lambda: next(polls), 2, stable=5, every=1, expected_running=1)
+    assert decided["a"] == ("running", "w")  # none running yet: the retry was waited for
