@@ -15,12 +15,17 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-side-by-side"
 
 def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subprocess.CompletedProcess:
     """The runner with a stand-in pytest: it prints its arguments and exits with the code for its -m side.
-    The cluster side waits for the other side's mark first, so the test shows both run at once."""
+    The cluster side says whether the other side had started before its first deploy was done (the file
+    NUMALAB_FIRST_DEPLOY_DONE names), says it is done, then waits for the other side's mark, so the test shows
+    both run at once, the other only after the first deploy."""
     stand_in = tmp_path / "pytest"
     stand_in.write_text(f"""#!/bin/sh
 echo "args: $*"
 case "$*" in
   *"-m cluster"*) [ {cluster_rc} -eq 0 ] || echo "E   AssertionError: fault cases failed"
+                  sleep 1.5
+                  [ -e {tmp_path}/other-started ] && echo "the other run started before the first deploy was done"
+                  touch "$NUMALAB_FIRST_DEPLOY_DONE"
                   for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
                   [ -e {tmp_path}/other-started ] || echo "the other run had not started"
                   exit {cluster_rc} ;;
@@ -39,6 +44,7 @@ def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_p
     assert "args: tests -m cluster --durations=15 -k x" in lines
     assert "args: tests -m not cluster --durations=15 -k x" in lines
     assert "the other run had not started" not in done.stdout
+    assert "the other run started before the first deploy was done" not in done.stdout
     # the other run's output comes whole, under its heading, after the cluster run's
     heading = next(i for i, line in enumerate(lines) if "the other tests" in line)
     assert lines.index("other output line") > heading > lines.index("args: tests -m cluster --durations=15 -k x")
@@ -76,3 +82,18 @@ def test_a_failed_runs_error_lines_come_again_at_the_end(tmp_path: Path) -> None
     assert "FAILED" in lines[-1]
     passed = run(tmp_path, 0, 0).stdout
     assert "errors again" not in passed
+
+
+def test_a_cluster_run_that_ends_before_saying_so_still_lets_the_other_run_go(tmp_path: Path) -> None:
+    """A cluster test deselected or failed before its first deploy never touches the file: its end is the go."""
+    stand_in = tmp_path / "pytest"
+    stand_in.write_text("""#!/bin/sh
+case "$*" in
+  *"-m cluster"*) exit 5 ;;
+  *) echo "other ran"; exit 0 ;;
+esac
+""")
+    stand_in.chmod(0o755)
+    done = subprocess.run([str(SCRIPT), str(stand_in)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "other ran" in done.stdout

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 STEPS: list[tuple[str, float]] = []
 NOTES: list[str] = []
@@ -65,3 +67,13 @@ def failure_excerpt(output: str, limit: int = 8000) -> str:
             if len(line.split()) > 3 and (line.split()[3] == "FAIL" or line.split()[:2] == ["*", "*"])]
     head = "FAIL and whole-cluster rows:\n" + "\n".join(kept) + "\n...\n" if kept else ""
     return head + output[-limit:]
+
+
+FIRST_DEPLOY_DONE = "NUMALAB_FIRST_DEPLOY_DONE"
+"""The file `make test`'s runner (scripts/test-side-by-side) waits for before it starts the other tests."""
+
+
+def first_deploy_done() -> None:
+    """Say the first deploy is over (done or failed): the runner starts the other tests beside what follows."""
+    if path := os.environ.get(FIRST_DEPLOY_DONE):
+        Path(path).touch()

@@ -72,7 +72,16 @@ from tests.cluster.guests import boot_id, guest_history, ssh, wait_booted
 from tests.cluster.lab_inventory import WORKER_3, write_inventory
 from tests.cluster.per_node import check_daemonset_per_node
 from tests.cluster.power import reset_guest, reshape, shrink_cell
-from tests.cluster.steps import NOTES, failure_excerpt, note_deploy, note_durations, note_outages, note_rows, step
+from tests.cluster.steps import (
+    NOTES,
+    failure_excerpt,
+    first_deploy_done,
+    note_deploy,
+    note_durations,
+    note_outages,
+    note_rows,
+    step,
+)
 from tests.cluster.timed_run import run_timed
 from tests.lab.conftest import (
     BIN,
@@ -174,7 +183,10 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
     prometheus_url = f"http://{lab.guest('registry').address}:9090"  # the metrics stage's Prometheus
     try:
         with step("first deploy (lab up, build or cache, every stage)"):
-            first = deploy(inventory, env, "first", timeout=2400)
+            try:
+                first = deploy(inventory, env, "first", timeout=2400)
+            finally:
+                first_deploy_done()  # make test's other tests start now (scripts/test-side-by-side)
         output = first.stdout + first.stderr
         assert first.returncode == 0, failed_run(output)
         assert "Kubernetes distribution: upstream" in output
