@@ -150,10 +150,24 @@ def e2e(state: Path, env: dict[str, str], run: tuple[str, ...], *extra: str) -> 
 
 
 def extended_fault_cases(state: Path, env: dict[str, str], lab: Lab) -> None:
-    """The slow fault cases (EXTENDED; NUMALAB_FAULT_CASES=short leaves them out): numa-align killed on worker-3
-    and kept down while worker-1 has its Node deleted and registered again, is hard-reset, then powered off and
-    on with less memory in cell 1 under a pinned pod; then numa-align's staleness and return."""
+    """The slow fault cases (EXTENDED; NUMALAB_FAULT_CASES=short leaves them out): numa-align killed on worker-3,
+    and in a thread its staleness once its Lease lapsed and its return, while worker-1 has its Node deleted and
+    registered again, is hard-reset, then powered off and on with less memory in cell 1 under a pinned pod."""
     killed_at = kill_numa_align(state, "worker-3")
+
+    def stale_then_back_case() -> None:
+        with fault_case("numa-align killed"):
+            FAULTS.append(stale_then_back(state, env, "worker-3", killed_at))
+
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        back = beside.submit(stale_then_back_case)
+        worker_1_fault_cases(state, lab)
+        with step("fault: numa-align killed on worker-3 (stale, then back; what was left of it after worker-1's)"):
+            back.result()
+
+
+def worker_1_fault_cases(state: Path, lab: Lab) -> None:
+    """worker-1's Node deleted and registered again, then two hard power-offs under one pinned pod."""
     with step("fault: a Node deleted and registered again"), fault_case("Node deleted and registered again"):
         FAULTS.append(node_registered_again(state, "worker-1", PROBE_IMAGE))
     with step("fault: worker-1 hard-reset, then powered off and on with less memory in cell 1"), \
@@ -167,8 +181,6 @@ def extended_fault_cases(state: Path, env: dict[str, str], lab: Lab) -> None:
                                                                                      SHRUNK_MIB)))
         finally:
             pinned.delete()
-    with step("fault: numa-align killed on worker-3 (stale, then back)"), fault_case("numa-align killed"):
-        FAULTS.append(stale_then_back(state, env, "worker-3", killed_at))
 
 
 def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -> None:
