@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 import sys
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from tests.e2e_logic.conftest import load_e2e_module
 
@@ -187,15 +190,24 @@ def test_the_default_side_is_the_baseline_and_fails_without_a_topology_affinity_
     assert "OutOfcpu" in problem  # a rejection for another reason is no baseline either, and is named
 
 
-def test_a_pod_pending_for_the_plugin_waits_for_the_schedulers_retry(monkeypatch) -> None:
+UNALIGNED = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+             "reason": "Unschedulable", "message": "0/2 nodes are available: 2 cannot align pod."}]}}
+RUNNING = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Iterator[float]:
+    """settle()'s clock, a second a read, and no real sleep."""
+    ticks = itertools.count(0.0, 1.0)
+    monkeypatch.setattr(side_by_side.time, "monotonic", lambda: next(ticks))
+    monkeypatch.setattr(side_by_side.time, "sleep", lambda seconds: None)
+    return ticks
+
+
+def test_a_pod_pending_for_the_plugin_waits_for_the_schedulers_retry(clock) -> None:
     """r3, r8: a first try met a cache not yet resynced; the retry (within 30 s) bound one. A pending pod for the
     plugin is its outcome only after RETRY_STABLE_SECONDS; a pod pending for another reason after `stable`."""
-    clock = itertools.count(0.0, 1.0)
-    monkeypatch.setattr(side_by_side.time, "monotonic", lambda: next(clock))
-    monkeypatch.setattr(side_by_side.time, "sleep", lambda seconds: None)
-    unaligned = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
-                 "reason": "Unschedulable", "message": "0/2 nodes are available: 2 cannot align pod."}]}}
-    running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
+    unaligned, running = UNALIGNED, RUNNING
     polls = itertools.chain(itertools.repeat({"p": unaligned}, 20), itertools.repeat({"p": running}))
     decided, _ = side_by_side.settle(lambda: next(polls), 1, stable=15, every=1)
     assert decided == {"p": ("running", "w")}  # still waiting at 15 s, bound by the retry at about 20 s
@@ -206,17 +218,11 @@ def test_a_pod_pending_for_the_plugin_waits_for_the_schedulers_retry(monkeypatch
     assert decided["p"][0] == "pending"  # the baseline: another reason settles after `stable`
 
 
-def test_once_every_pod_that_fits_runs_the_rest_pending_need_not_wait_for_a_retry(monkeypatch) -> None:
+def test_once_every_pod_that_fits_runs_the_rest_pending_need_not_wait_for_a_retry(clock) -> None:
     """A retry cannot bind more than fits: with `expected_running` pods Running, the others Pending for the
     plugin settle after `stable`, not RETRY_STABLE_SECONDS; with fewer Running they still wait for the retry."""
-    clock = itertools.count(0.0, 1.0)
-    monkeypatch.setattr(side_by_side.time, "monotonic", lambda: next(clock))
-    monkeypatch.setattr(side_by_side.time, "sleep", lambda seconds: None)
-    unaligned = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
-                 "reason": "Unschedulable", "message": "0/2 nodes are available: 2 cannot align pod."}]}}
-    running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
-    _, seconds = side_by_side.settle(lambda: {"a": running, "b": unaligned}, 2, stable=5, every=1,
-                                     expected_running=1)
+    unaligned, running = UNALIGNED, RUNNING
+    side_by_side.settle(lambda: {"a": running, "b": unaligned}, 2, stable=5, every=1, expected_running=1)
     settled_at = next(clock)
     assert settled_at < side_by_side.RETRY_STABLE_SECONDS
     polls = itertools.chain(itertools.repeat({"a": unaligned, "b": unaligned}, 20),
