@@ -8,8 +8,8 @@ device for the memory-only cell.
 One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
 Cpus_allowed_list and Mems_allowed_list narrowed to node N, a Service reached by its DNS name), inspect a
-worker's kubelet; then the fault cases (tests/cluster/faults.py, fault_restarts.py, fault_reboots.py; the
-API server and etcd are restarted under the e2e suite): numa-align killed on worker-3 (stale in `kubectl
+worker's kubelet; then the fault cases (tests/cluster/faults.py, slow_faults.py, fault_restarts.py, fault_reboots.py;
+the API server and etcd are restarted under the e2e suite): numa-align killed on worker-3 (stale in `kubectl
 numa`, then back), a pod stuck Pending, a Node deleted and registered again, pods in the drain's way,
 worker-1 hard-reset and then powered off and on with less memory in a cell, its CPU 3 taken offline, the
 API unreachable during a planned reset; then one run changes the Memory Manager policy (a reset, one node
@@ -39,7 +39,6 @@ from kubernetes import config
 from numa_align.cpulist import parse_cpulist
 
 from numalab.lab.guest_shape import guest_topology
-from numalab.lab.spec import Lab
 from tests.cluster.audit_checks import cpuset_drift, rules_loaded
 from tests.cluster.checks import (
     WORKERS,
@@ -54,8 +53,6 @@ from tests.cluster.checks import (
     configz,
 )
 from tests.cluster.e2e_runs import CLOSEST, PINNED_UNDER_NONE, SUITE, run_e2e
-from tests.cluster.fault_plugin import kill_numa_align, stale_then_back
-from tests.cluster.fault_reboots import PinnedPod, changed_memory_power_cycle, hard_resets
 from tests.cluster.fault_restarts import restart_api_server_during, rode_through_api_restart
 from tests.cluster.faults import (
     FAILED,
@@ -63,7 +60,6 @@ from tests.cluster.faults import (
     Fault,
     api_unreachable_during_a_planned_reset,
     fault_case,
-    node_registered_again,
     pods_in_the_drains_way,
     stuck_pending_pod,
 )
@@ -71,7 +67,8 @@ from tests.cluster.freshness import measure as freshness
 from tests.cluster.guests import boot_id, guest_history, ssh, wait_booted
 from tests.cluster.lab_inventory import WORKER_3, write_inventory
 from tests.cluster.per_node import check_daemonset_per_node
-from tests.cluster.power import reset_guest, reshape, shrink_cell
+from tests.cluster.power import reshape
+from tests.cluster.slow_faults import extended_fault_cases
 from tests.cluster.steps import (
     NOTES,
     failure_excerpt,
@@ -147,40 +144,6 @@ def e2e(state: Path, env: dict[str, str], run: tuple[str, ...], *extra: str) -> 
     """One of e2e_runs' runs against the lab (its targets are the run's own: test_e2e_runs.py collects each)."""
     env = {**env, "KUBECONFIG": str(state / "kubeconfig"), "NUMALAB_SSH_CONFIG": str(state / "ssh_config")}
     return run_e2e(run, env, *extra)
-
-
-def extended_fault_cases(state: Path, env: dict[str, str], lab: Lab) -> None:
-    """The slow fault cases (EXTENDED; NUMALAB_FAULT_CASES=short leaves them out): numa-align killed on worker-3,
-    and in a thread its staleness once its Lease lapsed and its return, while worker-1 has its Node deleted and
-    registered again, is hard-reset, then powered off and on with less memory in cell 1 under a pinned pod."""
-    killed_at = kill_numa_align(state, "worker-3")
-
-    def stale_then_back_case() -> None:
-        with fault_case("numa-align killed"):
-            FAULTS.append(stale_then_back(state, env, "worker-3", killed_at))
-
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        back = beside.submit(stale_then_back_case)
-        worker_1_fault_cases(state, lab)
-        with step("fault: numa-align killed on worker-3 (stale, then back; what was left of it after worker-1's)"):
-            back.result()
-
-
-def worker_1_fault_cases(state: Path, lab: Lab) -> None:
-    """worker-1's Node deleted and registered again, then two hard power-offs under one pinned pod."""
-    with step("fault: a Node deleted and registered again"), fault_case("Node deleted and registered again"):
-        FAULTS.append(node_registered_again(state, "worker-1", PROBE_IMAGE))
-    with step("fault: worker-1 hard-reset, then powered off and on with less memory in cell 1"), \
-            fault_case("hard reset, then cell memory changed + power cycle"):
-        pinned = PinnedPod(state, "worker-1", PROBE_IMAGE, cell=1)
-        try:  # two hard power-offs in a row under the same pinned pod, the second on changed hardware
-            with fault_case("hard reset"):
-                FAULTS.append(hard_resets(pinned, lambda: reset_guest(lab, "worker-1"), times=1))
-            with fault_case("cell memory changed + power cycle"):
-                FAULTS.append(changed_memory_power_cycle(pinned, lambda: shrink_cell(lab, "worker-1", 1,
-                                                                                     SHRUNK_MIB)))
-        finally:
-            pinned.delete()
 
 
 def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -> None:
@@ -272,7 +235,7 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                       "(what was left of it after the cases above)"):
                 NOTES.append(fresh.result())
         if EXTENDED:
-            extended_fault_cases(state, env, lab)
+            extended_fault_cases(state, env, lab, PROBE_IMAGE, SHRUNK_MIB)
         # CPU 3 of worker-1 taken offline (and its declared shape says so, as offline_cpus would): the next run
         # plans the reset for the CPU Manager's checkpoint too
         offline = ssh(state, "worker-1", "echo 0 > /sys/devices/system/cpu/cpu3/online; "
