@@ -4,6 +4,7 @@ at once, with one verdict. Run here against a stand-in pytest that says what it 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,28 @@ esac
     done = subprocess.run([str(SCRIPT), str(stand_in)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "other ran" in done.stdout
+
+
+def test_a_stopped_runner_stops_the_cluster_run_it_started(tmp_path: Path) -> None:
+    """The cluster run is a subshell piping pytest into tee: a TERM to the runner must end that pytest too (its
+    lab would otherwise stay up)."""
+    marker = tmp_path / "cluster-pid"
+    stand_in = tmp_path / "pytest"
+    stand_in.write_text(f"""#!/bin/sh
+case "$*" in
+  *"-m cluster"*) echo $$ > {marker}; exec sleep 300 ;;
+  *) exit 0 ;;
+esac
+""")
+    stand_in.chmod(0o755)
+    runner = subprocess.Popen([str(SCRIPT), str(stand_in)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(marker.read_text())
+    runner.terminate()
+    runner.wait(10)
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists(), "the cluster run's pytest outlived the runner"
