@@ -5,7 +5,6 @@ prints (fault, how it was injected, what was checked, recovery time, what was lo
 from __future__ import annotations
 
 import datetime
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -90,64 +89,12 @@ def _status(core: client.CoreV1Api, name: str) -> str:
     return f"{name} {pod.status.phase} on {pod.spec.node_name}: {conditions} {states}".strip()
 
 
-def _cordon_state(core: client.CoreV1Api, nodes: Iterable[str]) -> dict[str, tuple[bool, str | None]]:
+def cordon_state(core: client.CoreV1Api, nodes: Iterable[str]) -> dict[str, tuple[bool, str | None]]:
     found = {}
     for name in nodes:
         node = core.read_node(name)
         found[name] = (bool(node.spec.unschedulable), (node.metadata.annotations or {}).get(MARK))
     return found
-
-
-def _kubelet_and_checkpoints(state: Path, nodes: Iterable[str]) -> dict[str, str]:
-    """Per node: the kubelet's start and both checkpoints' contents' sums: what a reset would change."""
-    command = ("systemctl show kubelet -p ActiveEnterTimestampMonotonic --value; "
-               "md5sum /var/lib/kubelet/cpu_manager_state /var/lib/kubelet/memory_manager_state")
-    return {name: ssh(state, name, command).stdout for name in nodes}
-
-
-def api_unreachable_during_a_planned_reset(state: Path, workers: list[str],
-                                           run_deploy: Callable[[], subprocess.CompletedProcess[str]]) -> Fault:
-    """The controller's packets to the API server rejected on the server (the nodes still reach it), then a
-    deploy that plans a reset on every worker: refused before any stage, naming a node and the API error;
-    no node cordoned, no kubelet restarted, no checkpoint touched."""
-    core = client.CoreV1Api(api(state))
-    before = _kubelet_and_checkpoints(state, workers), _cordon_state(core, workers)
-    controller = ssh(state, "server", "echo $SSH_CONNECTION").stdout.split()[0]
-    rule = f"INPUT -p tcp --dport 6443 -s {controller} -j REJECT --reject-with tcp-reset"
-    added = ssh(state, "server", f"iptables -I {rule}")
-    assert added.returncode == 0, added.stderr
-    try:
-        try:  # the fault took effect: the controller no longer reaches the API server
-            core.read_node(workers[0], _request_timeout=5)
-            reached = True
-        except Exception:  # noqa: BLE001 - any failure to connect is the fault wanted
-            reached = False
-        assert not reached, "the API server still answered the controller with its port rejected"
-        run = run_deploy()
-    finally:
-        removed = ssh(state, "server", f"iptables -D {rule}")
-    assert removed.returncode == 0, removed.stderr
-    recovery = wait("the API server answering the controller again", lambda: _answers(core, workers[0]), 60, 1)
-    output = run.stdout + run.stderr
-    assert run.returncode != 0, output[-3000:]
-    refused = [line for line in output.splitlines() if "its policy-change reset needs the cluster's API" in line]
-    assert refused and "nothing was changed on" in refused[0], output[-4000:]
-    assert not any(f"Drain {name}" in output for name in workers), output[-4000:]
-    after = _kubelet_and_checkpoints(state, workers), _cordon_state(core, workers)
-    assert after == before, (before, after)  # not cordoned, kubelets not restarted, checkpoints as they were
-    return Fault("API unreachable during a planned reset",
-                 "iptables REJECT of the controller's packets to :6443 on the server, then the reset deploy",
-                 "run refused at planning naming the node and error; no cordon, kubelet restart or checkpoint "
-                 "change on " + ", ".join(workers),
-                 f"API back {recovery:.0f} s after the rule went; the reset then ran", "nothing")
-
-
-def _answers(core: client.CoreV1Api, node: str) -> bool:
-    try:
-        core.read_node(node, _request_timeout=5)
-        return True
-    except Exception:  # noqa: BLE001 - not answering yet
-        return False
 
 
 def _bare_pod(name: str, node: str, image: str, emptydir: bool = False) -> dict[str, Any]:
@@ -180,7 +127,7 @@ def pods_in_the_drains_way(state: Path, node: str, image: str) -> Fault:
             refusal = str(exc)
         assert f"{NAMESPACE}/{names[0]}" in refusal and f"{NAMESPACE}/{names[1]}" in refusal, refusal
         assert "drain_force" in refusal and "drain_delete_emptydir_data" in refusal, refusal
-        assert _cordon_state(core, [node]) == {node: (False, None)}
+        assert cordon_state(core, [node]) == {node: (False, None)}
         phases = [core.read_namespaced_pod(name, NAMESPACE).status.phase for name in names]
         assert phases == ["Running", "Running"], phases
     finally:

@@ -53,12 +53,12 @@ from tests.cluster.checks import (
     configz,
 )
 from tests.cluster.e2e_runs import CLOSEST, PINNED_UNDER_NONE, SUITE, run_e2e
+from tests.cluster.fault_api_outage import api_unreachable_during_a_planned_reset
 from tests.cluster.fault_restarts import restart_api_server_during, rode_through_api_restart
 from tests.cluster.faults import (
     FAILED,
     FAULTS,
     Fault,
-    api_unreachable_during_a_planned_reset,
     fault_case,
     pods_in_the_drains_way,
     stuck_pending_pod,

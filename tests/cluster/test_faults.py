@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.cluster import faults
@@ -58,3 +61,35 @@ def test_a_flush_counts_only_after_the_mark() -> None:
     assert faults.took(said) == "upstream's resync: the node was marked for it"
     assert faults.took(said[1:]) == "numa-lab's adopter, the node idle"
     assert faults.took(said[1:2]) == ""
+
+
+def test_the_outage_case_reads_its_before_only_once_the_cpu_checkpoint_names_live_pods_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI failed at 99cd371: a pinned pod deleted just before, the kubelet's reconcile loop dropped its entry from
+    cpu_manager_state during the refused run, and the case read that as the run touching the checkpoint."""
+    from types import SimpleNamespace
+
+    from tests.cluster import fault_api_outage as outage
+
+    checkpoint = {"policyName": "static", "defaultCpuSet": "0,2-3",
+                  "entries": {"uid-gone": {"app": "1"}, "uid-live": {"app": "2"}}, "checksum": 1}
+    reads: list[str] = []
+
+    def ssh(_state: object, node: str, command: str) -> SimpleNamespace:
+        if command.startswith("cat "):
+            reads.append(node)
+            if len(reads) == 3:  # the reconcile loop ran: the deleted pod's CPUs back in the shared pool
+                checkpoint["entries"].pop("uid-gone")
+            return SimpleNamespace(returncode=0, stdout=json.dumps(checkpoint), stderr="")
+        return SimpleNamespace(returncode=0, stdout=f"sums of {sorted(checkpoint['entries'])}", stderr="")
+
+    pod = SimpleNamespace(metadata=SimpleNamespace(uid="uid-live", deletion_timestamp=None),
+                          status=SimpleNamespace(phase="Running"))
+    core = SimpleNamespace(list_pod_for_all_namespaces=lambda field_selector: SimpleNamespace(items=[pod]))
+    monkeypatch.setattr(outage, "ssh", ssh)
+    monkeypatch.setattr(outage, "cordon_state", lambda _core, nodes: {n: (False, None) for n in nodes})
+    monkeypatch.setattr(faults.time, "sleep", lambda _s: None)
+    _, (sums, cordons) = outage.settled_snapshot(Path("state"), core, ["worker-1"])
+    assert len(reads) == 3
+    assert sums == {"worker-1": "sums of ['uid-live']"} and cordons == {"worker-1": (False, None)}
+    assert outage.stale_cpu_entries({"policyName": "none", "defaultCpuSet": "", "checksum": 2}, set()) == set()
