@@ -3,7 +3,7 @@
 Built on the controller, once per recipe: the output directory is named by a hash of the recipe, so a
 changed package list or config file builds a new image and an unchanged one is reused across runs.
 Guests boot it by direct kernel boot with the image's own vmlinuz and a small initrd holding the virtio
-modules (initrd.py). It carries everything the cluster stages install (isolated guests reach no mirror), with their
+modules. It carries everything the cluster stages install (isolated guests reach no mirror), with their
 services disabled: each stage enables only what its hosts run. It has no cloud-init: a small first-boot
 unit applies the seed. A standard cloud image (qcow2 with cloud-init, own bootloader) can be used instead.
 """
@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from numalab.files import file_lock
-from numalab.lab.initrd import InitrdError, make_initrd
 from numalab.lab.recipe import SUITE, Recipe
 from numalab.progress import step
 
@@ -172,7 +171,7 @@ def _build(recipe: Recipe, target: Path, mirror: str) -> None:
             run(*argv)
         run("chroot", str(rootfs), "update-initramfs", "-u", "-k", "all")
         _mark_updated(rootfs)
-        _copy_boot_files(rootfs, work, recipe)
+        _copy_boot_files(rootfs, work)
         raw = work / "disk.raw"
         run("truncate", "-s", recipe.disk_size, str(raw))
         run("mkfs.ext4", "-q", "-F", "-L", "numalab-root", "-d", str(rootfs), str(raw))
@@ -232,16 +231,10 @@ def _systemctl_offline(rootfs: Path, recipe: Recipe) -> list[list[str]]:
     return calls
 
 
-def _copy_boot_files(rootfs: Path, work: Path, recipe: Recipe) -> None:
-    """The kernel, and numa-lab's own small initrd for it (initrd.py; the image's /boot keeps initramfs-tools'
-    one for images that boot from their own bootloader)."""
+def _copy_boot_files(rootfs: Path, work: Path) -> None:
     kernels = sorted((rootfs / "boot").glob("vmlinuz-*"))
     if len(kernels) != 1:
         raise ImageBuildError(f"expected one kernel in {rootfs}/boot, found {[k.name for k in kernels]}")
     version = kernels[0].name.removeprefix("vmlinuz-")
     shutil.copyfile(kernels[0], work / KERNEL)
-    try:
-        modules = make_initrd(rootfs, version, work / INITRD, recipe.initrd_modules, recipe.initrd_init)
-    except InitrdError as exc:
-        raise ImageBuildError(f"initrd: {exc}") from exc
-    log.info("initrd for %s: busybox and %s", version, " ".join(modules))
+    shutil.copyfile(rootfs / "boot" / f"initrd.img-{version}", work / INITRD)

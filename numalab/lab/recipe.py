@@ -81,11 +81,8 @@ ENABLED_UNITS = ("numalab-firstboot.service", "ssh.service", "numalab-cfs-key.se
 CLOUD_INIT_PACKAGES = ("cloud-init", "python3-cffi-backend")
 CLOUD_INIT_FILES = {"etc/cloud/cloud.cfg.d/90-numalab.cfg": "datasource_list: [NoCloud, None]\n"}
 
-# The Debian kernel builds these as modules (virtio_pci is built in); the root disk cannot be mounted without
-# them, and with udev coldplug masked nothing else would load the NIC's. Both initrds hold them: numa-lab's own
-# for direct boot (initrd.py, with INITRD_INIT as /init) and initramfs-tools' in /boot for a bootloader.
+# The Debian kernel builds these as modules; the root disk cannot be mounted without them.
 INITRD_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "ext4")
-INITRD_INIT = (ROOTFS_TEMPLATES.parent / "initrd" / "init").read_text()
 
 # Files written into the rootfs after debootstrap (path relative to the rootfs -> content).
 ROOTFS_FILES = {
@@ -124,8 +121,6 @@ class Recipe:
     disabled_units: tuple[str, ...] = DISABLED_UNITS
     masked_units: tuple[str, ...] = MASKED_UNITS
     disk_size: str = DISK_SIZE
-    initrd_modules: tuple[str, ...] = INITRD_MODULES
-    initrd_init: str = INITRD_INIT
     version: int = RECIPE_VERSION
 
     def digest(self) -> str:

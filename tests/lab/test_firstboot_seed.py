@@ -148,7 +148,7 @@ def test_every_rootfs_template_is_in_the_recipe() -> None:
 
 
 def load_recipe_module(root: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a module
-    """numalab/lab/recipe.py loaded from a copy under `root`, so it reads root/templates/lab (copy_templates)."""
+    """numalab/lab/recipe.py loaded from a copy under `root`, so it reads root/templates/lab/rootfs."""
     path = root / "numalab" / "lab" / "recipe.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(recipe.__file__, path)
@@ -160,22 +160,14 @@ def load_recipe_module(root: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: AN
     return module
 
 
-def copy_templates(root: Path) -> Path:
-    """The image's templates (rootfs files and the initrd's /init) under `root`; their templates/lab."""
-    lab = root / "templates" / "lab"
-    for name in ("rootfs", "initrd"):
-        shutil.copytree(ROOTFS_TEMPLATES.parent / name, lab / name)
-    return lab
-
-
 def test_the_recipe_hash_follows_the_rootfs_template_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     same = tmp_path / "same"
-    copy_templates(same)
+    shutil.copytree(ROOTFS_TEMPLATES, same / "templates" / "lab" / "rootfs")
     assert load_recipe_module(same, monkeypatch).Recipe().digest() == Recipe().digest()
-    templates = [Path("rootfs") / p.name for p in ROOTFS_TEMPLATES.iterdir()] + [Path("initrd") / "init"]
-    for template in sorted(templates):
-        edited = tmp_path / template.name
-        changed = copy_templates(edited) / template
+    for template in sorted(p.name for p in ROOTFS_TEMPLATES.iterdir()):
+        edited = tmp_path / template
+        shutil.copytree(ROOTFS_TEMPLATES, edited / "templates" / "lab" / "rootfs")
+        changed = edited / "templates" / "lab" / "rootfs" / template
         changed.write_text(changed.read_text() + "# edited\n")
         assert load_recipe_module(edited, monkeypatch).Recipe().digest() != Recipe().digest(), template
 

@@ -188,9 +188,6 @@ def test_console_prints_the_boot_log(kvm_lab: RunningLab) -> None:
     # A quiet boot: the kernel prints only errors, the first-boot unit says what it applied. (No getty on the
     # serial line: udev coldplug is masked, so its device unit never appears; the lab logs in over SSH.)
     assert f"numalab-firstboot: two is {kvm_lab.guests['two'].address}/" in result.stdout
-    # numa-lab's own initrd (numalab/lab/initrd.py) mounted root: no udev, no initramfs-tools in the boot
-    assert "numa-lab initrd: root /dev/vda mounted" in result.stdout
-    assert "not loaded" not in result.stdout.replace("crc32c-intel.ko not loaded", "")
     # A quiet console may hold a single line, so --lines is checked against the full log's own tail.
     full = result.stdout.splitlines()
     tail = kvm_lab.numalab("console", "two", "--lines", "1")
