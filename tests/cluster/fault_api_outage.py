@@ -8,30 +8,32 @@ node: a case that ran just before (a pinned pod deleted) must not pass for a cha
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kubernetes import client
 
+from numalab.model.kubelet_checkpoint_files import read_cpu_checkpoint
+from numalab.model.kubelet_checkpoints import CPU_MANAGER_STATE, MEMORY_MANAGER_STATE
 from tests.cluster.faults import Fault, api, cordon_state, wait
 from tests.cluster.guests import ssh
 
-CHECKPOINTS = ("/var/lib/kubelet/cpu_manager_state", "/var/lib/kubelet/memory_manager_state")
 SETTLE_TIMEOUT = 90.0  # several reconcile periods of the CPU Manager (10 s) on a busy emulated guest
 
 
 def kubelet_and_checkpoints(state: Path, nodes: Iterable[str]) -> dict[str, str]:
     """Per node: the kubelet's start and both checkpoints' contents' sums: what a reset would change."""
-    command = "systemctl show kubelet -p ActiveEnterTimestampMonotonic --value; md5sum " + " ".join(CHECKPOINTS)
+    command = f"systemctl show kubelet -p ActiveEnterTimestampMonotonic --value; md5sum {CPU_MANAGER_STATE} " \
+              f"{MEMORY_MANAGER_STATE}"
     return {name: ssh(state, name, command).stdout for name in nodes}
 
 
-def stale_cpu_entries(checkpoint: dict, live_uids: set[str]) -> set[str]:
-    """Pod UIDs the CPU Manager's checkpoint still assigns CPUs to that are no longer live on its node: the
-    entries its reconcile loop is about to remove (and the checkpoint with them)."""
-    return set(checkpoint.get("entries") or {}) - live_uids
+def stale_cpu_entries(checkpoint: str, live_uids: set[str]) -> set[str]:
+    """Pod UIDs the CPU Manager's checkpoint (its text) still assigns CPUs to that are no longer live on its node:
+    the entries its reconcile loop is about to remove (and the checkpoint with them)."""
+    _, _, assignments = read_cpu_checkpoint(checkpoint)
+    return {pod for pod, _ in assignments} - live_uids
 
 
 def _live_uids(core: client.CoreV1Api, node: str) -> set[str]:
@@ -43,9 +45,9 @@ def _live_uids(core: client.CoreV1Api, node: str) -> set[str]:
 def _stale(state: Path, core: client.CoreV1Api, workers: Iterable[str]) -> dict[str, set[str]]:
     found = {}
     for name in workers:
-        read = ssh(state, name, f"cat {CHECKPOINTS[0]}")
+        read = ssh(state, name, f"cat {CPU_MANAGER_STATE}")
         assert read.returncode == 0, read.stderr
-        stale = stale_cpu_entries(json.loads(read.stdout), _live_uids(core, name))
+        stale = stale_cpu_entries(read.stdout, _live_uids(core, name))
         if stale:
             found[name] = stale
     return found
@@ -70,13 +72,8 @@ def api_unreachable_during_a_planned_reset(state: Path, workers: list[str],
     rule = f"INPUT -p tcp --dport 6443 -s {controller} -j REJECT --reject-with tcp-reset"
     added = ssh(state, "server", f"iptables -I {rule}")
     assert added.returncode == 0, added.stderr
-    try:
-        try:  # the fault took effect: the controller no longer reaches the API server
-            core.read_node(workers[0], _request_timeout=5)
-            reached = True
-        except Exception:  # noqa: BLE001 - any failure to connect is the fault wanted
-            reached = False
-        assert not reached, "the API server still answered the controller with its port rejected"
+    try:  # the fault took effect: the controller no longer reaches the API server
+        assert not _answers(core, workers[0]), "the API server still answered the controller with its port rejected"
         run = run_deploy()
     finally:
         removed = ssh(state, "server", f"iptables -D {rule}")
@@ -100,5 +97,5 @@ def _answers(core: client.CoreV1Api, node: str) -> bool:
     try:
         core.read_node(node, _request_timeout=5)
         return True
-    except Exception:  # noqa: BLE001 - not answering yet
+    except Exception:  # noqa: BLE001 - any failure to connect is an API server not answering
         return False

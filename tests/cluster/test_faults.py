@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from tests.cluster import fault_api_outage as outage
 from tests.cluster import faults
 
 
@@ -67,10 +69,6 @@ def test_the_outage_case_reads_its_before_only_once_the_cpu_checkpoint_names_liv
         monkeypatch: pytest.MonkeyPatch) -> None:
     """CI failed at 99cd371: a pinned pod deleted just before, the kubelet's reconcile loop dropped its entry from
     cpu_manager_state during the refused run, and the case read that as the run touching the checkpoint."""
-    from types import SimpleNamespace
-
-    from tests.cluster import fault_api_outage as outage
-
     checkpoint = {"policyName": "static", "defaultCpuSet": "0,2-3",
                   "entries": {"uid-gone": {"app": "1"}, "uid-live": {"app": "2"}}, "checksum": 1}
     reads: list[str] = []
@@ -92,4 +90,5 @@ def test_the_outage_case_reads_its_before_only_once_the_cpu_checkpoint_names_liv
     _, (sums, cordons) = outage.settled_snapshot(Path("state"), core, ["worker-1"])
     assert len(reads) == 3
     assert sums == {"worker-1": "sums of ['uid-live']"} and cordons == {"worker-1": (False, None)}
-    assert outage.stale_cpu_entries({"policyName": "none", "defaultCpuSet": "", "checksum": 2}, set()) == set()
+    none_policy = json.dumps({"policyName": "none", "defaultCpuSet": "", "checksum": 2})
+    assert outage.stale_cpu_entries(none_policy, set()) == set()
