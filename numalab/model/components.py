@@ -43,13 +43,15 @@ GUARD_PYTHON = "/usr/bin/python3 -S -E"
 @dataclass(frozen=True)
 class Component:
     """A binary run as a systemd unit: `name` is the unit and the binary, `args` its flags in order;
-    `pre_start` commands run before it, their failures ignored (ExecStartPre=-)."""
+    `pre_start` commands run before it, their failures ignored (ExecStartPre=-); `requires` are units it
+    cannot run without (Requires=: their stop and restart reach it, in one transaction)."""
 
     name: str
     description: str
     args: tuple[str, ...]
     after: tuple[str, ...] = ("network-online.target",)
     pre_start: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
 
     @property
     def binary(self) -> str:
@@ -81,6 +83,14 @@ def kubeconfig_path(user: str) -> str:
     return f"{K8S_DIR}/{user}.conf"
 
 
+APISERVER_WATCH_DRAIN = "5s"
+"""How long a stopping API server takes to close its watches. Without it (the flag's default, 0) a stop waits out the
+HTTP server's 60 s shutdown timeout for the open watches: `systemctl stop kube-apiserver` took 61 s in the lab,
+2-3 s with it. Requires=etcd.service matters too: `systemctl restart etcd kube-apiserver` queued etcd's stop
+first, and the API server, left without its store, did not exit until systemd killed it after 90 s. With both,
+that restart took 5 s and /readyz answered 30 s after it was asked (116-131 s before), idle lab."""
+
+
 def apiserver(cluster: Cluster) -> Component:
     pki = PKI_DIR
     return Component(
@@ -104,8 +114,10 @@ def apiserver(cluster: Cluster) -> Component:
             f"--service-cluster-ip-range={cluster.service_cidr}",
             f"--tls-cert-file={pki}/apiserver.crt",
             f"--tls-private-key-file={pki}/apiserver.key",
+            f"--shutdown-watch-termination-grace-period={APISERVER_WATCH_DRAIN}",
         ),
         after=("network-online.target", "etcd.service"),
+        requires=("etcd.service",),
     )
 
 

@@ -50,6 +50,7 @@ def test_each_unit_runs_its_binary_with_every_arg(cluster: Cluster) -> None:
         # systemd joins lines that end in a backslash; an indented line without one would be a new key
         assert parsed["Service"]["ExecStart"].split(" \\\n") == [component.binary, *component.args]
         assert parsed["Unit"]["After"].split() == list(component.after)
+        assert parsed["Unit"].get("Requires", "").split() == list(component.requires)
         assert parsed["Unit"]["Description"] == f"{component.description} (numa-lab)"
         assert parsed["Service"]["Restart"] == "always"
         assert parsed["Install"]["WantedBy"] == "multi-user.target"
@@ -67,6 +68,17 @@ def test_apiserver_serves_the_cluster_from_the_servers_address(cluster: Cluster)
     assert apiserver["etcd-servers"] == components.etcd_environment(cluster)["ETCD_ADVERTISE_CLIENT_URLS"]
     assert apiserver["service-account-issuer"] == "https://kubernetes.default.svc.cluster.local"
     assert "etcd.service" in components.apiserver(cluster).after
+
+
+def test_apiserver_stops_in_seconds_and_before_its_etcd(cluster: Cluster) -> None:
+    """Its watches closed within seconds of a stop (the flag's default waits out a 60 s timeout), and etcd's stop
+    or restart reaches it in one transaction, so it stops first (After= orders it) and never outlives its store."""
+    apiserver = components.apiserver(cluster)
+    assert flags(apiserver)["shutdown-watch-termination-grace-period"] == components.APISERVER_WATCH_DRAIN == "5s"
+    assert apiserver.requires == ("etcd.service",) and "etcd.service" in apiserver.after
+    parsed = unit(render("k8s/component.service.j2", component=apiserver, environment={}))
+    assert parsed["Unit"]["Requires"] == "etcd.service"
+    assert all(not c.requires for c in all_components(cluster) if c.name != "kube-apiserver")
 
 
 def test_controller_manager_allocates_the_ranges_the_model_hands_out(cluster: Cluster) -> None:
