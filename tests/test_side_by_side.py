@@ -3,6 +3,7 @@ at once, with one verdict. Run here against a stand-in pytest that says what it 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +15,8 @@ from tests.lab.conftest import CLUSTER_SUBNET_OFFSETS, SUBNET_OFFSETS
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-side-by-side"
 
 
-def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subprocess.CompletedProcess:
+def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The runner with a stand-in pytest: it prints its arguments and exits with the code for its -m side.
     The cluster side says whether the other side had started before its first deploy was done (the file
     NUMALAB_FIRST_DEPLOY_DONE names), says it is done, then waits for the other side's mark, so the test shows
@@ -23,7 +25,8 @@ def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str) -> subproces
     stand_in.write_text(f"""#!/bin/sh
 echo "args: $*"
 case "$*" in
-  *"-m cluster"*) [ {cluster_rc} -eq 0 ] || echo "E   AssertionError: fault cases failed"
+  *"-m cluster"*) echo "cluster guests weigh ${{NUMALAB_CPU_SHARES:-libvirt's default}}"
+                  [ {cluster_rc} -eq 0 ] || echo "E   AssertionError: fault cases failed"
                   sleep 1.5
                   [ -e {tmp_path}/other-started ] && echo "the other run started before the first deploy was done"
                   touch "$NUMALAB_FIRST_DEPLOY_DONE"
@@ -31,11 +34,13 @@ case "$*" in
                   [ -e {tmp_path}/other-started ] || echo "the other run had not started"
                   exit {cluster_rc} ;;
   *) touch {tmp_path}/other-started; echo "other output line"
+     echo "other guests weigh ${{NUMALAB_CPU_SHARES:-libvirt's default}}"
      [ {other_rc} -eq 0 ] || echo "E   assert 1 == 2"; exit {other_rc} ;;
 esac
 """)
     stand_in.chmod(0o755)
-    return subprocess.run([str(SCRIPT), str(stand_in), *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([str(SCRIPT), str(stand_in), *args], capture_output=True, text=True, timeout=60,
+                          env=env)
 
 
 def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_path: Path) -> None:
@@ -50,6 +55,17 @@ def test_both_runs_go_at_once_each_with_its_marker_and_the_given_arguments(tmp_p
     heading = next(i for i, line in enumerate(lines) if "the other tests" in line)
     assert lines.index("other output line") > heading > lines.index("args: tests -m cluster --durations=15 -k x")
     assert "make test: cluster test passed, other tests passed;" in lines[-1]
+
+
+def test_the_other_runs_guests_weigh_less_than_the_cluster_labs(tmp_path: Path) -> None:
+    """The cluster lab's guests keep libvirt's weight; the other run's get NUMALAB_OTHER_CPU_SHARES (256 unset)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMALAB_")}
+    done = run(tmp_path, 0, 0, env=base)
+    assert "cluster guests weigh libvirt's default" in done.stdout
+    assert "other guests weigh 256" in done.stdout
+    (tmp_path / "other-started").unlink()
+    done = run(tmp_path, 0, 0, env={**base, "NUMALAB_OTHER_CPU_SHARES": "512"})
+    assert "cluster guests weigh libvirt's default" in done.stdout and "other guests weigh 512" in done.stdout
 
 
 @pytest.mark.parametrize(("cluster_rc", "other_rc", "expected"), [
