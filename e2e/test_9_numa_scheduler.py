@@ -1,4 +1,5 @@
-"""Case 9: the default scheduler and the NUMA-aware one side by side (see side_by_side.py for the set-up).
+"""Case 9: the default scheduler and the NUMA-aware one side by side (side_by_side.py: the set-up;
+side_by_side_waits.py: the waits).
 
 Rows: `numa-scheduler:default-scheduler` (the baseline, pass: at least one pod it bound where no cell fits
 was rejected by the kubelet with TopologyAffinityError; without one the comparison proves nothing),
@@ -24,11 +25,8 @@ from side_by_side import (
     judge_default,
     judge_deployment,
     judge_numa_aware,
-    run_deployment,
-    run_side,
-    wait_fitting,
-    wait_resyncable,
 )
+from side_by_side_waits import run_deployment, run_side, wait_fitting, wait_resyncable
 
 LEASE = ("kube-system", "numa-scheduler")
 

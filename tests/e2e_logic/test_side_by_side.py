@@ -13,6 +13,8 @@ from tests.e2e_logic.conftest import load_e2e_module
 
 sys.modules.setdefault("probe_pods", load_e2e_module("probe_pods"))  # side_by_side imports it as the suite does
 side_by_side = load_e2e_module("side_by_side")
+sys.modules.setdefault("side_by_side", side_by_side)  # side_by_side_waits imports it as the suite does
+waits = load_e2e_module("side_by_side_waits")
 
 
 def zone(node: int, available: int) -> dict:
@@ -66,10 +68,10 @@ def test_a_pod_bound_late_counts_only_once_the_picture_is_stable() -> None:
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "cannot align pod"}]}}
     running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
     states = itertools.chain([pending] * 2, itertools.repeat(running))
-    decided, _ = side_by_side.wait_decided(lambda name: next(states), ["a"], timeout=30, stable=1.0, every=0.01)
+    decided, _ = waits.wait_decided(lambda name: next(states), ["a"], timeout=30, stable=1.0, every=0.01)
     assert decided["a"] == ("running", "w")  # pending at first, not taken as final
     states = itertools.repeat({"status": {"phase": "Pending"}})
-    decided, _ = side_by_side.wait_decided(lambda name: next(states), ["a"], timeout=0.05, stable=0, every=0.01)
+    decided, _ = waits.wait_decided(lambda name: next(states), ["a"], timeout=0.05, stable=0, every=0.01)
     assert decided == {"a": ("pending", "undecided after 0 s: Pending")}  # what it last was
 
 
@@ -80,13 +82,13 @@ def test_bare_pods_all_running_or_rejected_need_no_stable_window() -> None:
     polls = itertools.chain([{"status": {"phase": "Pending"}}], itertools.repeat(None))
     pods = {"a": running, "b": rejected}
     started = time.monotonic()
-    decided, _ = side_by_side.wait_decided(lambda name: next(polls) or pods[name], ["a", "b"], timeout=30,
+    decided, _ = waits.wait_decided(lambda name: next(polls) or pods[name], ["a", "b"], timeout=30,
                                            stable=20.0, every=0.01)
     assert decided == {"a": ("running", "w"), "b": ("rejected", "TopologyAffinityError: x")}
     assert time.monotonic() - started < 10  # not the 20 s stable window: nothing was left to change
     # a Deployment's pods are replaced by its ReplicaSet: settle() without `final` waits the window out
     started = time.monotonic()
-    side_by_side.settle(lambda: {"a": running}, 1, timeout=30, stable=0.3, every=0.01)
+    waits.settle(lambda: {"a": running}, 1, timeout=30, stable=0.3, every=0.01)
     assert time.monotonic() - started >= 0.3
 
 
@@ -106,10 +108,10 @@ def test_settling_keeps_every_pod_seen_even_once_gone() -> None:
     rejected = {"status": {"phase": "Failed", "reason": "TopologyAffinityError", "message": "x"}}
     running = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
     polls = itertools.chain([{"a": rejected}, {"b": running}], itertools.repeat({"b": running}))
-    decided, _ = side_by_side.settle(lambda: next(polls), 1, timeout=30, stable=0.05, every=0.01)
+    decided, _ = waits.settle(lambda: next(polls), 1, timeout=30, stable=0.05, every=0.01)
     assert decided == {"a": ("rejected", "TopologyAffinityError: x"), "b": ("running", "w")}
     # fewer pods than asked for: not settled until the timeout, and what is seen is returned
-    decided, _ = side_by_side.settle(lambda: {"b": running}, 2, timeout=0.05, stable=0, every=0.01)
+    decided, _ = waits.settle(lambda: {"b": running}, 2, timeout=0.05, stable=0, every=0.01)
     assert decided == {"b": ("running", "w")}
 
 
@@ -138,11 +140,11 @@ def test_a_pod_a_resyncing_node_turned_away_is_not_decided_yet() -> None:
     assert side_by_side.outcome(resyncing) == (None, resyncing["status"]["conditions"][0]["message"])
     assert side_by_side.outcome(pending_with("0/2 nodes are available: 2 cannot align pod."))[0] == "pending"
     clock = itertools.count(0.0, 200.0)  # each poll 200 s later: the 360 s limit comes on the third
-    side_by_side.time.monotonic, saved = (lambda: next(clock)), side_by_side.time.monotonic
+    waits.time.monotonic, saved = (lambda: next(clock)), waits.time.monotonic
     try:
-        outcomes, _ = side_by_side.settle(lambda: {"p": resyncing}, 1, every=0.0)
+        outcomes, _ = waits.settle(lambda: {"p": resyncing}, 1, every=0.0)
     finally:
-        side_by_side.time.monotonic = saved
+        waits.time.monotonic = saved
     kind, why = outcomes["p"]
     assert kind == "pending" and why.startswith("undecided after 360 s: 0/2 nodes") and "invalid node" in why
 
@@ -159,9 +161,9 @@ def test_a_node_is_resyncable_when_its_fingerprint_is_that_of_its_bound_unfinish
     objects = [nrt("worker-1", pod_fingerprint([("e2e", "pressure-1"), ("kube-system", "coredns-1")])),
                nrt("worker-3", pod_fingerprint([("e2e", "contend-default-0")])),  # a deleted pod still counted
                nrt("worker-5", pod_fingerprint([("e2e", "pressure-5")]))]  # not resynced until the object shows it
-    assert side_by_side.unsynced(objects, bound) == ["worker-3", "worker-5"]
-    assert side_by_side.unsynced([nrt("worker-3", pod_fingerprint([]))], bound) == []
-    assert side_by_side.unsynced([{"metadata": {"name": "worker-1"}}], bound) == ["worker-1"]  # no attribute
+    assert waits.unsynced(objects, bound) == ["worker-3", "worker-5"]
+    assert waits.unsynced([nrt("worker-3", pod_fingerprint([]))], bound) == []
+    assert waits.unsynced([{"metadata": {"name": "worker-1"}}], bound) == ["worker-1"]  # no attribute
 
 
 def test_waiting_for_a_resyncable_view_ends_when_the_objects_catch_up_or_names_the_laggards() -> None:
@@ -170,9 +172,9 @@ def test_waiting_for_a_resyncable_view_ends_when_the_objects_catch_up_or_names_t
     bound = {"worker-3": [("e2e", "pressure-3")]}
     answers = iter([[nrt("worker-3", pod_fingerprint([("e2e", "pressure-3"), ("e2e", "gone")]))],
                     [nrt("worker-3", pod_fingerprint([("e2e", "pressure-3")]))]])
-    assert side_by_side.wait_resyncable(lambda: next(answers), lambda: bound, every=0.0, grace=0.0) == []
+    assert waits.wait_resyncable(lambda: next(answers), lambda: bound, every=0.0, grace=0.0) == []
     stuck = [nrt("worker-3", "pfp0v001deadbeefdeadbeef")]
-    assert side_by_side.wait_resyncable(lambda: stuck, lambda: bound, timeout=0.0, every=0.0, grace=0.0) \
+    assert waits.wait_resyncable(lambda: stuck, lambda: bound, timeout=0.0, every=0.0, grace=0.0) \
         == ["worker-3"]
 
 
@@ -199,8 +201,8 @@ RUNNING = {"spec": {"nodeName": "w"}, "status": {"phase": "Running"}}
 def clock(monkeypatch) -> Iterator[float]:
     """settle()'s clock, a second a read, and no real sleep."""
     ticks = itertools.count(0.0, 1.0)
-    monkeypatch.setattr(side_by_side.time, "monotonic", lambda: next(ticks))
-    monkeypatch.setattr(side_by_side.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(waits.time, "monotonic", lambda: next(ticks))
+    monkeypatch.setattr(waits.time, "sleep", lambda seconds: None)
     return ticks
 
 
@@ -209,12 +211,12 @@ def test_a_pod_pending_for_the_plugin_waits_for_the_schedulers_retry(clock) -> N
     plugin is its outcome only after RETRY_STABLE_SECONDS; a pod pending for another reason after `stable`."""
     unaligned, running = UNALIGNED, RUNNING
     polls = itertools.chain(itertools.repeat({"p": unaligned}, 20), itertools.repeat({"p": running}))
-    decided, _ = side_by_side.settle(lambda: next(polls), 1, stable=15, every=1)
+    decided, _ = waits.settle(lambda: next(polls), 1, stable=15, every=1)
     assert decided == {"p": ("running", "w")}  # still waiting at 15 s, bound by the retry at about 20 s
     other = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
              "reason": "Unschedulable", "message": "0/2 nodes are available: 2 Insufficient cpu."}]}}
     polls = itertools.chain(itertools.repeat({"p": other}, 20), itertools.repeat({"p": running}))
-    decided, _ = side_by_side.settle(lambda: next(polls), 1, stable=15, every=1)
+    decided, _ = waits.settle(lambda: next(polls), 1, stable=15, every=1)
     assert decided["p"][0] == "pending"  # the baseline: another reason settles after `stable`
 
 
@@ -222,10 +224,10 @@ def test_once_every_pod_that_fits_runs_the_rest_pending_need_not_wait_for_a_retr
     """A retry cannot bind more than fits: with `expected_running` pods Running, the others Pending for the
     plugin settle after `stable`, not RETRY_STABLE_SECONDS; with fewer Running they still wait for the retry."""
     unaligned, running = UNALIGNED, RUNNING
-    side_by_side.settle(lambda: {"a": running, "b": unaligned}, 2, stable=5, every=1, expected_running=1)
+    waits.settle(lambda: {"a": running, "b": unaligned}, 2, stable=5, every=1, expected_running=1)
     settled_at = next(clock)
-    assert settled_at < side_by_side.RETRY_STABLE_SECONDS
+    assert settled_at < waits.RETRY_STABLE_SECONDS
     polls = itertools.chain(itertools.repeat({"a": unaligned, "b": unaligned}, 20),
                             itertools.repeat({"a": running, "b": unaligned}))
-    decided, _ = side_by_side.settle(lambda: next(polls), 2, stable=5, every=1, expected_running=1)
+    decided, _ = waits.settle(lambda: next(polls), 2, stable=5, every=1, expected_running=1)
     assert decided["a"] == ("running", "w")  # none running yet: the retry was waited for
