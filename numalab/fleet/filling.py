@@ -120,6 +120,10 @@ class Side:
         self.selector = f"{WORKLOAD_LABEL}={self.prefix}"
         self.log = PodLog()
         self.offered = self.create_errors = self.nudges = 0
+        self.replicas: dict[str, int] = {}
+        """The Deployments offered, by name (their pods' `app` label), and their replicas."""
+        self.refused: set[str] = set()
+        """Objects whose creation the API refused (counted in create_errors): nothing owes their pods."""
         self.last_created = 0.0
         self._stream: Iterator[dict[str, Any]] = workload(self.scheduler, settings.seed, settings.mix,
                                                           settings.namespace, self.prefix)
@@ -176,7 +180,7 @@ class Side:
         while time.monotonic() - start < s.side_timeout:
             left_over = self.log.unschedulable() + self.driver.counts.rejected(self.scheduler)
             state = measures.fullness(time.monotonic(), self._last_activity(start), last_nudge, s.settle,
-                                      left_over=left_over)
+                                      left_over=left_over, owed=self.owed())
             if state == measures.FULL:
                 return True
             if state == measures.NUDGE:
@@ -200,6 +204,12 @@ class Side:
             self.api.annotate_nrt(name, NUDGE_ANNOTATION, f"{self.side}-{self.nudges}")
         except ApiError as exc:
             log.warning("nudging the scheduler through %s: %s", name, exc)
+
+    def owed(self) -> int:
+        """Replicas of the Deployments offered that no pod was seen for yet (their ReplicaSets still owe them)."""
+        made = self.log.made()
+        return sum(max(0, replicas - made[name]) for name, replicas in self.replicas.items()
+                   if name not in self.refused)
 
     def _last_activity(self, start: float) -> float:
         """The later of the last admission of this side's pods and the last creation."""
@@ -239,18 +249,23 @@ class Side:
             if time.monotonic() - start > self.settings.side_timeout:
                 return
             pool.submit(self._create, obj)
-            self.offered += pods_in(obj)
+            self._offered([obj])
 
     def _offer(self, pool: ThreadPoolExecutor, objects: list[dict[str, Any]]) -> None:
         """Create these objects `creators` at a time; return when all were answered."""
         for future in [pool.submit(self._create, obj) for obj in objects]:
             future.result()
+        self._offered(objects)
+
+    def _offered(self, objects: list[dict[str, Any]]) -> None:
         self.offered += sum(map(pods_in, objects))
+        self.replicas.update((obj["metadata"]["name"], pods_in(obj)) for obj in objects if obj["kind"] == "Deployment")
 
     def _create(self, obj: dict[str, Any]) -> None:
         try:
             self.api.create(obj)
         except ApiError as exc:
             self.create_errors += 1
+            self.refused.add(obj["metadata"]["name"])
             log.warning("creating %s %s: %s", obj["kind"], obj["metadata"]["name"], exc)
         self.last_created = time.monotonic()

@@ -122,9 +122,14 @@ def rss_bytes(pid: int, proc: Path = Path("/proc")) -> int | None:
 FILLING, NUDGE, FULL, MORE = "filling", "nudge", "full", "more"
 
 
-def fullness(now: float, last_activity: float, last_nudge: float, settle: float, *, left_over: int) -> str:
+def fullness(now: float, last_activity: float, last_nudge: float, settle: float, *, left_over: int,
+             owed: int = 0) -> str:
     """Whether a side's fleet is full, by the bench's definition, and what to do next:
 
+    FILLING while the ReplicaSets owe pods (`owed`: replicas of the Deployments offered that no pod was seen
+    for yet): under a burst of 5,000 nodes' pods the controller-manager fell minutes behind (a ReplicaSet also
+    waits until its informer has seen the pods it made before it makes more), and the default side was once
+    called full, 20 s without a pod made or admitted, with 1,707 replicas not made;
     FILLING while a pod was admitted or created within the last `settle` seconds (`last_activity`: the later of
     the two);
     NUDGE once quiet, unless nudged since the last activity: wake the pods the scheduler turned away, so each is
@@ -135,7 +140,7 @@ def fullness(now: float, last_activity: float, last_nudge: float, settle: float,
     rejected by its kubelet), else MORE (every pod offered was placed: offer more). Every side is offered the
     same pods until one is left over; the default scheduler's are mostly rejected ones, a NUMA-aware one's
     Unschedulable ones."""
-    if now - last_activity < settle:
+    if owed > 0 or now - last_activity < settle:
         return FILLING
     if last_nudge < last_activity:
         return NUDGE

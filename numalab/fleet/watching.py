@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +40,8 @@ class PodTimes:
     unschedulable: float | None = None
     phase: str = "Pending"
     gone: bool = False
+    app: str | None = None
+    """Its `app` label: the Deployment whose ReplicaSet made it (numalab.fleet.workload)."""
 
 
 def scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -65,7 +68,7 @@ class PodLog:
         with self._lock:
             times = self.pods.get(uid)
             if times is None:
-                times = self.pods[uid] = PodTimes(now)
+                times = self.pods[uid] = PodTimes(now, app=(metadata.get("labels") or {}).get("app"))
                 self.relisted += listed
             if kind == "DELETED":
                 times.gone = True
@@ -103,6 +106,11 @@ class PodLog:
         with self._lock:
             return [t.bound - t.added for t in self.pods.values()
                     if t.bound is not None and _within(t.added, since, until)]
+
+    def made(self) -> Counter[str]:
+        """Pods seen per Deployment (their `app` label), gone ones included: what its ReplicaSet made."""
+        with self._lock:
+            return Counter(t.app for t in self.pods.values() if t.app is not None)
 
     def counts(self) -> dict[str, int]:
         """Pods seen, bound, unbound now, and Failed."""

@@ -4,13 +4,15 @@ NodeResourceTopology writes from /metrics text, RSS from /proc, when a fleet is 
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
 from numalab.fleet import measures
-from numalab.fleet.filling import estimate_pods, pod_millicpu
+from numalab.fleet.filling import Side, estimate_pods, pod_millicpu
 from numalab.fleet.kubelet_sim import SimulatedKubelet
 from numalab.fleet.measures import FILLING, FULL, MORE, NUDGE, fullness
+from numalab.fleet.watching import PodLog
 from numalab.fleet.workload import Mix, workload
 from tests.fleet.pods import guaranteed, node
 
@@ -91,6 +93,32 @@ def test_rss_from_proc_status(tmp_path):
 ])
 def test_fullness(now, activity, nudge, left_over, expected):
     assert fullness(now, activity, nudge, 10.0, left_over=left_over) == expected
+
+
+@pytest.mark.parametrize(("left_over", "owed", "expected"), [
+    (3, 1_707, FILLING),  # quiet long after the nudge, but ReplicaSets still owe pods (5,000 nodes, default side)
+    (0, 1, FILLING),
+    (3, 0, FULL),
+    (0, 0, MORE),
+])
+def test_a_fleet_is_not_full_while_replicasets_owe_pods(left_over, owed, expected):
+    assert fullness(500.0, 100.0, 111.0, 10.0, left_over=left_over, owed=owed) == expected
+
+
+def test_the_replicas_owed_are_those_no_pod_was_seen_for():
+    log = PodLog()
+    side = SimpleNamespace(log=log, offered=0, replicas={}, refused=set())
+    deployment = {"kind": "Deployment", "metadata": {"name": "d1"}, "spec": {"replicas": 3}}
+    Side._offered(side, [deployment, {"kind": "Deployment", "metadata": {"name": "d2"}, "spec": {"replicas": 2}},
+                         {"kind": "Pod", "metadata": {"name": "p"}}])
+    assert side.offered == 6 and side.replicas == {"d1": 3, "d2": 2}
+    assert Side.owed(side) == 5
+    for n in range(4):  # d1's three and one remade after a rejection; d2 none yet
+        log.observe("ADDED", {"metadata": {"uid": f"u{n}", "labels": {"app": "d1"}}, "spec": {}, "status": {}})
+    log.observe("ADDED", {"metadata": {"uid": "p", "labels": {}}, "spec": {}, "status": {}})
+    assert Side.owed(side) == 2
+    side.refused.add("d2")  # the API refused it: nothing owes its pods
+    assert Side.owed(side) == 0
 
 
 def test_pods_to_fill_and_the_estimate_every_side_shares():

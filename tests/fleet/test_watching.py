@@ -36,6 +36,16 @@ def test_times_from_creation_to_binding_and_pods_left_unschedulable():
     assert log.counts() == {"seen": 3, "bound": 2, "unbound": 0, "failed": 1}
 
 
+def test_pods_made_per_deployment_gone_ones_included():
+    log = PodLog()
+    for name, app in (("a", "d1"), ("b", "d1"), ("c", "d2"), ("d", None)):
+        body = pod(name)
+        body["metadata"]["labels"] = {"app": app} if app else {}
+        log.observe("ADDED", body, now=1.0)
+    log.observe("DELETED", pod("a"), now=2.0)
+    assert log.made() == {"d1": 2, "d2": 1}
+
+
 class Api:
     """Lists, then a watch of two events that expires, then a relist with a pod made meanwhile."""
 
