@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from numalab.lab.image import Recipe, built_image  # noqa: E402
 from numalab.lab.provisioning import free_subnet  # noqa: E402
-from numalab.lab.spec import settings_from_env  # noqa: E402
+from numalab.lab.settings import settings_from_env  # noqa: E402
 
 DEFAULT_ORDER = ("worker-1", "worker-2", "server", "registry")
 _STARTUP = re.compile(r"\[@kvm/(\S+)\]\s+Startup finished in (.*?) \(kernel\) \+ (.*?) \(userspace\)")

@@ -11,7 +11,8 @@ server: threads_per_core, offline_cpus, a memory-only cell, hugepages).
 import os
 
 from numalab.lab.inventory import extra_guests, pyinfra_groups
-from numalab.lab.spec import lab_from_dict, settings_from_env
+from numalab.lab.settings import settings_from_env
+from numalab.lab.spec import lab_from_dict
 
 _GUESTS = [
     {

@@ -22,7 +22,7 @@ from numalab.files import file_lock
 from numalab.images.oci import Entry, Image, RuntimeConfig, build_image, sha256_digest
 from numalab.lab.image import host_debian_mirror
 from numalab.lab.recipe import SUITE
-from numalab.lab.spec import settings_from_env
+from numalab.lab.settings import settings_from_env
 from numalab.progress import step
 from numalab.wheelhouse import PLUGIN_DIR, inputs_digest, wheelhouse
 

@@ -23,7 +23,7 @@ from typing import Any
 from numalab.files import file_digest, file_lock
 from numalab.k8s.errors import BinariesError
 from numalab.k8s.versions import BINARIES
-from numalab.lab.spec import settings_from_env
+from numalab.lab.settings import settings_from_env
 from numalab.progress import Progress
 
 BIN_DIR = "bin"

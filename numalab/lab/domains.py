@@ -15,7 +15,8 @@ import libvirt
 
 from numalab.lab.libvirt_objects import lab_of_xml, lookup_or_none
 from numalab.lab.remote import is_local_uri
-from numalab.lab.spec import Guest, Settings
+from numalab.lab.settings import Settings
+from numalab.lab.spec import Guest
 
 _STATES = {
     libvirt.VIR_DOMAIN_RUNNING: "running",

@@ -17,7 +17,8 @@ import libvirt
 from numalab.lab.errors import LabError
 from numalab.lab.libvirt_objects import NAMESPACE, lab_of_xml, lookup_or_none
 from numalab.lab.remote import is_local_uri
-from numalab.lab.spec import DEFAULT_SUBNET, Guest, Lab, Settings, check_subnet_free
+from numalab.lab.settings import DEFAULT_SUBNET, Settings, check_subnet_free
+from numalab.lab.spec import Guest, Lab
 from numalab.model.errors import ValidationError
 from numalab.render import render
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from numalab.lab.errors import LabError
 from numalab.lab.libvirt_objects import lookup_or_none
 from numalab.lab.remote import proxy_jump
-from numalab.lab.spec import Guest, Settings
+from numalab.lab.settings import Settings
+from numalab.lab.spec import Guest
 from numalab.progress import say
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from kubernetes.client.rest import ApiException
 from numa_align.leases import NAMESPACE as LEASE_NAMESPACE
 from numa_align.nrt_api import CRD_NAME, GROUP, PLURAL, VERSION
 
-from numalab.lab.spec import settings_from_env
+from numalab.lab.settings import settings_from_env
 
 REQUEST_TIMEOUT = 15.0
 CRD_MISSING = f"the NodeResourceTopology CRD ({CRD_NAME}) is not installed: deploy with numa_align_nrt on"

@@ -11,7 +11,8 @@ from pyinfra.api.exceptions import DeployError
 
 from numalab.deploy.context import announce_distribution, chosen_distribution, node_address, node_name, state_dir
 from numalab.lab.inventory import host_data
-from numalab.lab.spec import lab_from_dict, settings_from_dict, settings_from_env
+from numalab.lab.settings import settings_from_dict, settings_from_env
+from numalab.lab.spec import lab_from_dict
 from numalab.model.errors import ValidationError
 
 

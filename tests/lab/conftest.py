@@ -96,7 +96,8 @@ def write_inventory(path: Path, guests: list[dict[str, Any]], host_overrides: Ma
             import os
 
             from numalab.lab.inventory import pyinfra_groups
-            from numalab.lab.spec import lab_from_dict, settings_from_env
+            from numalab.lab.settings import settings_from_env
+            from numalab.lab.spec import lab_from_dict
 
             _lab = lab_from_dict({{"settings": settings_from_env(os.environ).to_dict(), "guests": {guests!r}}})
             lab_guests = [(name, {{**data, **{dict(host_overrides or {})!r}}}) for name, data in

@@ -25,7 +25,7 @@ import testinfra
 from numa_align.cpulist import format_cpulist
 
 from numalab.lab.image import BASE_DISK, cloud_image
-from numalab.lab.spec import DEFAULT_IMAGE_DIR
+from numalab.lab.settings import DEFAULT_IMAGE_DIR
 from tests.lab.cloudimage import cloud_test_image
 from tests.lab.conftest import (
     free_subnet,

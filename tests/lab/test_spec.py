@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from numalab.lab.spec import check_subnet_free, lab_from_dict, settings_from_dict, settings_from_env, stable_mac
+from numalab.lab.settings import check_subnet_free, settings_from_dict, settings_from_env
+from numalab.lab.spec import lab_from_dict, stable_mac
 from numalab.model.errors import ValidationError
 
 
