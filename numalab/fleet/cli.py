@@ -23,7 +23,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +121,26 @@ def settings_from(args: argparse.Namespace) -> ScaleSettings:
     return ScaleSettings(sizes=args.sizes, strategies=args.strategies, fleet=spec, fill=fill, ports=dict(args.port))
 
 
+UNSHAPING = ("side_timeout",)
+"""FillSettings that bound a run without shaping what a side measures: a side that ran out of time says so in
+its own record (`full` false), so sides run with other timeouts compare (the 5,000-node sides need hours)."""
+
+
 def run_settings(settings: ScaleSettings) -> dict[str, Any]:
-    """What makes two runs' sides comparable: how they were filled, the fleet's shapes (a digest of the spec
-    without its size) and the numa-schedulers' resync; kept with every record of results.json."""
+    """What makes two runs' sides comparable: how they were filled (UNSHAPING left out), the fleet's shapes (a
+    digest of the spec without its size) and the numa-schedulers' resync; kept with every record of
+    results.json."""
     fleet = dataclasses.replace(settings.fleet, nodes=0)
-    return json.loads(json.dumps({"fill": dataclasses.asdict(settings.fill),
+    fill = {key: value for key, value in dataclasses.asdict(settings.fill).items() if key not in UNSHAPING}
+    return json.loads(json.dumps({"fill": fill,
                                   "fleet": hashlib.sha256(repr(fleet).encode()).hexdigest()[:16],
                                   "resync_seconds": settings.resync_seconds}, sort_keys=True, default=str))
+
+
+def comparable(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's run settings as run_settings gives them now (records written before UNSHAPING carry more)."""
+    fill = {key: value for key, value in (run.get("fill") or {}).items() if key not in UNSHAPING}
+    return {**run, "fill": fill}
 
 
 def resumed(out: Path, settings: ScaleSettings) -> list[SideResult]:
@@ -138,7 +151,7 @@ def resumed(out: Path, settings: ScaleSettings) -> list[SideResult]:
         return []
     try:
         records = json.loads(path.read_text())
-        ran = [record["run"] for record in records]
+        ran = [comparable(record["run"]) for record in records]
         results = [report.from_json(record) for record in records]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FleetError(f"--resume: {path} cannot be read as the bench's results ({exc}); move it away") from None
