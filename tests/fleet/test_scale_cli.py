@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -197,32 +198,32 @@ def test_each_side_is_written_as_it_ends_and_resume_runs_only_the_others(tmp_pat
     assert (out / "table.txt").read_text().count("MostAllocated") == 2
 
 
-def test_resume_keeps_sides_run_with_another_side_timeout(tmp_path, monkeypatch, capsys):
-    """The timeout bounds a run, not what a side measures: 100 and 1,000 nodes ran with 3600 s, 5,000 with 10800."""
+def one_side_written(tmp_path, monkeypatch, capsys) -> Path:
+    """--out after one default side of 10 nodes, seed 4; run_side then fails the test if called."""
     binaries = fake_binaries(tmp_path / "bin")
     monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
     out = tmp_path / "out"
     monkeypatch.setattr(cli, "run_side", lambda size, side, *rest: result(side, size))
     assert cli.main(["--sizes", "10", "--strategies", "none", "--seed", "4", "--out", str(out)]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(cli, "run_side", lambda *args: pytest.fail("a side ran"))
+    return out
+
+
+def test_resume_keeps_sides_run_with_another_side_timeout(tmp_path, monkeypatch, capsys):
+    """The timeout bounds a run, not what a side measures: 100 and 1,000 nodes ran with 3600 s, 5,000 with 10800."""
+    out = one_side_written(tmp_path, monkeypatch, capsys)
     records = json.loads((out / "results.json").read_text())
     assert "side_timeout" not in records[0]["run"]["fill"] and records[0]["run"]["fill"]["seed"] == 4
     records[0]["run"]["fill"]["side_timeout"] = 3600.0  # as results.json held it before
     (out / "results.json").write_text(json.dumps(records))
-    capsys.readouterr()
-    monkeypatch.setattr(cli, "run_side", lambda *args: pytest.fail("a side ran"))
     argv = ["--sizes", "10", "--strategies", "none", "--seed", "4", "--out", str(out), "--resume"]
     assert cli.main([*argv, "--side-timeout", "10800"]) == 0
     assert "resumed from" in capsys.readouterr().err
 
 
 def test_resume_refuses_results_of_other_settings_or_unreadable(tmp_path, monkeypatch, capsys):
-    binaries = fake_binaries(tmp_path / "bin")
-    monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
-    out = tmp_path / "out"
-    monkeypatch.setattr(cli, "run_side", lambda size, side, *rest: result(side, size))
-    assert cli.main(["--sizes", "10", "--strategies", "none", "--seed", "4", "--out", str(out)]) == 0
-    capsys.readouterr()
-    monkeypatch.setattr(cli, "run_side", lambda *args: pytest.fail("a side ran"))
+    out = one_side_written(tmp_path, monkeypatch, capsys)
     assert cli.main(["--sizes", "10", "--strategies", "none", "--seed", "5", "--out", str(out), "--resume"]) == 2
     assert one_line(capsys) == (f"fleet_scale: --resume: {out / 'results.json'} holds 10 nodes/default measured "
                                 "with other settings (fill differ); use another --out or the same options")
