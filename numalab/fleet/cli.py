@@ -131,14 +131,13 @@ def run_settings(settings: ScaleSettings) -> dict[str, Any]:
     digest of the spec without its size) and the numa-schedulers' resync; kept with every record of
     results.json."""
     fleet = dataclasses.replace(settings.fleet, nodes=0)
-    fill = {key: value for key, value in dataclasses.asdict(settings.fill).items() if key not in UNSHAPING}
-    return json.loads(json.dumps({"fill": fill,
-                                  "fleet": hashlib.sha256(repr(fleet).encode()).hexdigest()[:16],
-                                  "resync_seconds": settings.resync_seconds}, sort_keys=True, default=str))
+    return comparable(json.loads(json.dumps({"fill": dataclasses.asdict(settings.fill),
+                                             "fleet": hashlib.sha256(repr(fleet).encode()).hexdigest()[:16],
+                                             "resync_seconds": settings.resync_seconds}, sort_keys=True, default=str)))
 
 
 def comparable(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A record's run settings as run_settings gives them now (records written before UNSHAPING carry more)."""
+    """Run settings without UNSHAPING: run_settings' own, and a record's (records written before carry more)."""
     fill = {key: value for key, value in (run.get("fill") or {}).items() if key not in UNSHAPING}
     return {**run, "fill": fill}
 

@@ -40,8 +40,6 @@ class PodTimes:
     unschedulable: float | None = None
     phase: str = "Pending"
     gone: bool = False
-    app: str | None = None
-    """Its `app` label: the Deployment whose ReplicaSet made it (numalab.fleet.workload)."""
 
 
 def scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -58,6 +56,7 @@ class PodLog:
         self.clock = clock
         self.pods: dict[str, PodTimes] = {}
         self.relisted = 0
+        self._made: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def observe(self, kind: str, pod: dict[str, Any], now: float | None = None, listed: bool = False) -> None:
@@ -68,8 +67,10 @@ class PodLog:
         with self._lock:
             times = self.pods.get(uid)
             if times is None:
-                times = self.pods[uid] = PodTimes(now, app=(metadata.get("labels") or {}).get("app"))
+                times = self.pods[uid] = PodTimes(now)
                 self.relisted += listed
+                if app := (metadata.get("labels") or {}).get("app"):
+                    self._made[app] += 1
             if kind == "DELETED":
                 times.gone = True
                 return
@@ -108,9 +109,10 @@ class PodLog:
                     if t.bound is not None and _within(t.added, since, until)]
 
     def made(self) -> Counter[str]:
-        """Pods seen per Deployment (their `app` label), gone ones included: what its ReplicaSet made."""
+        """Pods seen per Deployment (their `app` label: numalab.fleet.workload), gone ones included: what its
+        ReplicaSet made. Counted as they are first seen; a side asks every poll while the fleet fills."""
         with self._lock:
-            return Counter(t.app for t in self.pods.values() if t.app is not None)
+            return Counter(self._made)
 
     def counts(self) -> dict[str, int]:
         """Pods seen, bound, unbound now, and Failed."""
