@@ -10,7 +10,8 @@ from pathlib import Path
 from numalab.lab.spec import Lab
 from tests.cluster.fault_plugin import kill_numa_align, stale_then_back
 from tests.cluster.fault_reboots import PinnedPod, changed_memory_power_cycle, hard_resets
-from tests.cluster.faults import FAULTS, fault_case, node_registered_again
+from tests.cluster.fault_scheduler_cache import node_registered_again
+from tests.cluster.faults import FAULTS, fault_case
 from tests.cluster.power import reset_guest, shrink_cell
 from tests.cluster.steps import step
 

@@ -8,7 +8,7 @@ device for the memory-only cell.
 One test, because every step needs the one before: build or reuse the binaries, bring the lab up and
 deploy every stage through the real pyinfra CLI, run the e2e suite against it (pods pinned, both
 Cpus_allowed_list and Mems_allowed_list narrowed to node N, a Service reached by its DNS name), inspect a
-worker's kubelet; then the fault cases (tests/cluster/faults.py, slow_faults.py, fault_restarts.py, fault_reboots.py;
+worker's kubelet; then the fault cases (tests/cluster/faults.py and the fault_*.py beside it, slow_faults.py;
 the API server and etcd are restarted under the e2e suite): numa-align killed on worker-3 (stale in `kubectl
 numa`, then back), a pod stuck Pending, a Node deleted and registered again, pods in the drain's way,
 worker-1 hard-reset and then powered off and on with less memory in a cell, its CPU 3 taken offline, the
@@ -55,13 +55,13 @@ from tests.cluster.checks import (
 from tests.cluster.e2e_runs import CLOSEST, PINNED_UNDER_NONE, SUITE, run_e2e
 from tests.cluster.fault_api_outage import api_unreachable_during_a_planned_reset
 from tests.cluster.fault_restarts import restart_api_server_during, rode_through_api_restart
+from tests.cluster.fault_scheduler_cache import stuck_pending_pod
 from tests.cluster.faults import (
     FAILED,
     FAULTS,
     Fault,
     fault_case,
     pods_in_the_drains_way,
-    stuck_pending_pod,
 )
 from tests.cluster.freshness import measure as freshness
 from tests.cluster.guests import boot_id, guest_history, ssh, wait_booted

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.cluster import fault_api_outage as outage
+from tests.cluster import fault_scheduler_cache as scheduler_cache
 from tests.cluster import faults
 
 
@@ -37,22 +38,22 @@ def test_the_cache_took_the_new_object_only_by_a_line_after_it_was_made(monkeypa
         asked.append(command)
         return type("Done", (), {"stdout": "\n".join(journal)})()
 
-    monkeypatch.setattr(faults, "ssh", ssh)
+    monkeypatch.setattr(scheduler_cache, "ssh", ssh)
     journal[:] = [f"{at - 3:.6f} server numa-scheduler[9]: I1126 \"flushing\" node=\"worker-1\"",
                   f"{at + 1:.6f} server numa-scheduler[9]: I1126 \"flushing\" node=\"worker-3\"",
                   f"{at + 2:.6f} server numa-scheduler[9]: I1126 \"adopting NodeResourceTopology\" "
                   "node=\"worker-1\" uid=\"uid-old\""]
-    assert faults.cache_took(None, "worker-1", made) == ""
+    assert scheduler_cache.cache_took(None, "worker-1", made) == ""
     assert "--since @1795716009" in asked[0]
     journal.append(f"{at + 4:.6f} server numa-scheduler[9]: I1126 \"flushing\" node=\"worker-1\"")
-    assert faults.cache_took(None, "worker-1", made) == "upstream's resync: the node was marked for it"
+    assert scheduler_cache.cache_took(None, "worker-1", made) == "upstream's resync: the node was marked for it"
     journal.insert(0, f"{at + 3:.6f} server numa-scheduler[9]: I1126 \"adopting NodeResourceTopology\" "
                       "node=\"worker-1\" reason=\"made again\" uid-new")
-    assert faults.cache_took(None, "worker-1", made) == "numa-lab's adopter"
+    assert scheduler_cache.cache_took(None, "worker-1", made) == "numa-lab's adopter"
     journal.insert(0, f"{at + 2:.6f} server numa-scheduler[9]: I1126 \"adopting NodeResourceTopology\" "
                       "node=\"worker-1\" reason=\"marked for resync with no pod bound (upstream skips it), its "
                       "object's fingerprint the empty set's\" uid=\"uid-new\"")
-    assert faults.cache_took(None, "worker-1", made) == "numa-lab's adopter, the node idle"
+    assert scheduler_cache.cache_took(None, "worker-1", made) == "numa-lab's adopter, the node idle"
 
 
 def test_a_flush_counts_only_after_the_mark() -> None:
@@ -60,9 +61,9 @@ def test_a_flush_counts_only_after_the_mark() -> None:
     said = ['"flushing" node="worker-1"', '"marked with foreign pods" node="worker-1"',
             '"adopting NodeResourceTopology" node="worker-1" reason="marked for resync with no pod bound (upstream '
             "skips it), its object's fingerprint the empty set's\""]
-    assert faults.took(said) == "upstream's resync: the node was marked for it"
-    assert faults.took(said[1:]) == "numa-lab's adopter, the node idle"
-    assert faults.took(said[1:2]) == ""
+    assert scheduler_cache.took(said) == "upstream's resync: the node was marked for it"
+    assert scheduler_cache.took(said[1:]) == "numa-lab's adopter, the node idle"
+    assert scheduler_cache.took(said[1:2]) == ""
 
 
 def test_the_outage_case_reads_its_before_only_once_the_cpu_checkpoint_names_live_pods_alone(
