@@ -30,10 +30,12 @@ case "$*" in
                   sleep 1.5
                   [ -e {tmp_path}/other-started ] && echo "the other run started before the first deploy was done"
                   touch "$NUMALAB_FIRST_DEPLOY_DONE"
-                  for i in $(seq 100); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
+                  for i in $(seq 200); do [ -e {tmp_path}/other-started ] && break; sleep 0.05; done
                   [ -e {tmp_path}/other-started ] || echo "the other run had not started"
                   exit {cluster_rc} ;;
-  *) touch {tmp_path}/other-started; echo "other output line"
+  *) [ -e {tmp_path}/prebuilt ] || echo "the other run started before the prebuild ended"
+     echo "prebuild command seen by pytest: ${{NUMALAB_PREBUILD:-none}}"
+     touch {tmp_path}/other-started; echo "other output line"
      echo "other guests weigh ${{NUMALAB_CPU_SHARES:-libvirt's default}}"
      [ {other_rc} -eq 0 ] || echo "E   assert 1 == 2"; exit {other_rc} ;;
 esac
@@ -139,3 +141,31 @@ esac
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists(), "the cluster run's pytest outlived the runner"
+
+
+def test_the_prebuild_runs_beside_the_first_deploy_and_the_other_run_waits_for_it(tmp_path: Path) -> None:
+    """NUMALAB_PREBUILD starts with the cluster run and may outlast its first deploy (here 3 s against 1.5):
+    the other run starts once both are done, and the command is not handed to either pytest run."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMALAB_")}
+    done = run(tmp_path, 0, 0, env={**base, "NUMALAB_PREBUILD": f"sleep 3; touch {tmp_path}/prebuilt"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the other run started before the prebuild ended" not in done.stdout
+    assert "the other run had not started" not in done.stdout
+    assert "prebuild command seen by pytest: none" in done.stdout
+    assert "make test: the other tests start (the prebuild ended" in done.stdout
+
+
+def test_a_failed_prebuild_is_shown_and_the_other_run_still_goes(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMALAB_")}
+    done = run(tmp_path, 0, 0, env={**base, "NUMALAB_PREBUILD": f"touch {tmp_path}/prebuilt; echo no go; exit 3"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"make test: the prebuild failed (touch {tmp_path}/prebuilt; echo no go; exit 3)" in done.stdout
+    assert "no go" in done.stdout.splitlines()
+    assert "other output line" in done.stdout
+
+
+def test_without_a_prebuild_the_other_run_waits_only_for_the_first_deploy(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMALAB_")}
+    (tmp_path / "prebuilt").touch()
+    done = run(tmp_path, 0, 0, env=base)
+    assert done.returncode == 0 and "prebuild" not in done.stdout.replace("prebuild command seen by pytest", "")
