@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,12 +105,12 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
         for index in range(per_worker):
             one_pod(worker, f"fresh-{worker}-{index}")
 
-    runners = [threading.Thread(target=one_worker, args=(worker,)) for worker in workers]
-    for runner in runners:
-        runner.start()
-    for runner in runners:
-        runner.join()
+    # the workers side by side; a worker's failure (the wait naming its pod) is the case's, not a count gone short
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        runs = [pool.submit(one_worker, worker) for worker in workers]
     stop.set()
+    for run in runs:
+        run.result()
     names = sorted(seen.created)
     assert len(names) == per_worker * len(workers)
     missing = [n for n in names if n not in seen.acknowledged or n not in seen.published]
