@@ -61,12 +61,17 @@ def note_deploy(label: str, phases: list[tuple[str, float]], slowest: list[tuple
 
 
 def failure_excerpt(output: str, limit: int = 8000) -> str:
-    """An e2e run's output for an assertion message: its table's FAIL rows and whole-cluster rows (worker `*`,
-    which sort first and were cut from the tail alone: case 9's two sides) first, then the last `limit` chars."""
-    kept = [line for line in output.splitlines()
+    """An e2e run's output for an assertion message: pytest's own FAILED/ERROR summary lines (a failure that
+    wrote no FAIL row, a fixture's error, is named only there), its table's FAIL rows and whole-cluster rows
+    (worker `*`, which sort first and were cut from the tail alone: case 9's two sides), then the last `limit`
+    chars. CI shows an assertion's head, so what failed comes first."""
+    lines = output.splitlines()
+    summary = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    rows = [line for line in lines
             if len(line.split()) > 3 and (line.split()[3] == "FAIL" or line.split()[:2] == ["*", "*"])]
-    head = "FAIL and whole-cluster rows:\n" + "\n".join(kept) + "\n...\n" if kept else ""
-    return head + output[-limit:]
+    head = ("pytest's failures:\n" + "\n".join(summary) + "\n" if summary else "") \
+        + ("FAIL and whole-cluster rows:\n" + "\n".join(rows) + "\n" if rows else "")
+    return head + "...\n" + output[-limit:] if head else output[-limit:]
 
 
 FIRST_DEPLOY_DONE = "NUMALAB_FIRST_DEPLOY_DONE"

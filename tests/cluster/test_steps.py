@@ -58,3 +58,18 @@ def test_a_failed_runs_excerpt_keeps_its_fail_rows_cut_from_the_tail() -> None:
     assert "*  *  numa-scheduler:numa-aware  FAIL" in excerpt  # the rows the tail alone lost
     assert excerpt.endswith(table[-200:]) and "numa-aware" not in table[-200:]
     assert failure_excerpt("all passed", 200) == "all passed"
+
+
+def test_a_failed_runs_excerpt_names_pytests_failures_first_even_without_a_fail_row() -> None:
+    from tests.cluster.steps import failure_excerpt
+
+    output = "\n".join(["test_7_services_dns.py F", "=== FAILURES ===", "E   TimeoutError: no answer"]
+                       + [f"worker-1  0  case-{i}  pass  1  0" for i in range(400)]
+                       + ["=== short test summary info ===",
+                          "FAILED test_7_services_dns.py::test_dns - TimeoutError: no answer",
+                          "ERROR test_5_kubelet_restart.py::test_restart - teardown: namespace left",
+                          "=== 1 failed, 40 passed, 1 error in 600s ==="])
+    excerpt = failure_excerpt(output, limit=100)
+    assert excerpt.startswith("pytest's failures:\nFAILED test_7_services_dns.py::test_dns - TimeoutError")
+    assert "\nERROR test_5_kubelet_restart.py::test_restart - teardown" in excerpt.split("...")[0]
+    assert "FAIL and whole-cluster rows" not in excerpt
