@@ -14,15 +14,18 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, watch
 from numa_align import nrt_api
 
 from numalab.percentiles import summary
-from tests.cluster.faults import NAMESPACE, api, guaranteed_pod, wait
+from tests.cluster.faults import NAMESPACE, api, guaranteed_pod, pod_status, wait
 
 LABEL = "numa-lab/freshness"
 FIELD_DEFAULT_SECONDS = 60  # what the field's topology exporters refresh at by default
@@ -30,39 +33,79 @@ FIELD_DEFAULT_SECONDS = 60  # what the field's topology exporters refresh at by 
 
 @dataclass
 class Seen:
-    """Arrival times (time.monotonic) per pod name: created, first kubelet status, first named by the object."""
+    """Arrival times (time.monotonic) per pod name: created, first kubelet status, first named by the object;
+    and each watch's restarts (a stream that ended or failed, re-opened), shown with a miss."""
 
     created: dict[str, float] = field(default_factory=dict)
     acknowledged: dict[str, float] = field(default_factory=dict)
     published: dict[str, float] = field(default_factory=dict)
+    restarts: dict[str, list[str]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def note(self, where: dict[str, float], name: str) -> None:
         with self.lock:
             where.setdefault(name, time.monotonic())
 
+    def restarted(self, watch_name: str, why: str) -> None:
+        with self.lock:
+            self.restarts.setdefault(watch_name, []).append(why)
 
-def _watch_pods(core: client.CoreV1Api, seen: Seen, stop: threading.Event) -> None:
-    w = watch.Watch()
-    for event in w.stream(core.list_namespaced_pod, NAMESPACE, label_selector=LABEL, timeout_seconds=600):
-        pod = event["object"]
+
+WATCH_SECONDS = 60  # each stream's server-side timeout: the watch re-lists then (and on an error), never ends
+
+
+def _keep_watching(name: str, stream: Callable[[watch.Watch], Iterator[dict]], on_object: Callable[[Any], None],
+                   seen: Seen, stop: threading.Event) -> None:
+    """Watch until stop, re-opening a stream that ended or failed (a re-list brings every object again, so a
+    pod or annotation seen late is still seen; `note` keeps the first time). A watch that silently died left
+    every later pod unseen, and the case failed with no word of why."""
+    while not stop.is_set():
+        w = watch.Watch()
+        try:
+            for event in stream(w):
+                on_object(event["object"])
+                if stop.is_set():
+                    w.stop()
+            why = "stream ended"
+        except Exception as exc:  # noqa: BLE001 - any failure of the stream is re-opened, and shown with a miss
+            why = f"{type(exc).__name__}: {exc}"[:200]
+            time.sleep(1)
+        if not stop.is_set():
+            seen.restarted(name, why)
+
+
+def _pod_seen(seen: Seen) -> Callable[[Any], None]:
+    def on_pod(pod: Any) -> None:
         if pod.status is not None and pod.status.start_time is not None:
             seen.note(seen.acknowledged, pod.metadata.name)
-        if stop.is_set():
-            w.stop()
+    return on_pod
 
 
-def _watch_objects(custom: client.CustomObjectsApi, seen: Seen, stop: threading.Event) -> None:
-    w = watch.Watch()
-    for event in w.stream(custom.list_cluster_custom_object, nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL,
-                          timeout_seconds=600):
-        annotations = event["object"].get("metadata", {}).get("annotations") or {}
-        for key in json.loads(annotations.get(nrt_api.ALLOCATIONS_ANNOTATION, "{}")):
-            namespace, _, name = key.partition("/")
-            if namespace == NAMESPACE and name.startswith("fresh-"):
-                seen.note(seen.published, name)
-        if stop.is_set():
-            w.stop()
+def _names_in(nrt: dict) -> list[str]:
+    """The freshness pods an object's `numa-align/allocations` annotation names."""
+    annotations = nrt.get("metadata", {}).get("annotations") or {}
+    keys = [key.partition("/") for key in json.loads(annotations.get(nrt_api.ALLOCATIONS_ANNOTATION, "{}"))]
+    return [name for namespace, _, name in keys if namespace == NAMESPACE and name.startswith("fresh-")]
+
+
+def _object_seen(seen: Seen) -> Callable[[Any], None]:
+    def on_object(nrt: Any) -> None:
+        for name in _names_in(nrt):
+            seen.note(seen.published, name)
+    return on_object
+
+
+def _why_missed(core: client.CoreV1Api, custom: client.CustomObjectsApi, seen: Seen, name: str,
+                worker: str) -> str:
+    """For a pod not seen named and acknowledged in time: what the API says now, and what the watches saw."""
+    try:
+        nrt = custom.get_cluster_custom_object(nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL, worker)
+        named = f"{worker}'s object names {_names_in(nrt) or 'no freshness pod'} " \
+            f"(resourceVersion {nrt['metadata'].get('resourceVersion')})"
+    except client.ApiException as exc:
+        named = f"{worker}'s object: {exc.status}"
+    return (f"seen acknowledged: {name in seen.acknowledged}, seen named: {name in seen.published}; now: "
+            f"{pod_status(core, name)}; {named}; watch restarts: {seen.restarts or 'none'}")
 
 
 def cpus_per_core(custom: client.CustomObjectsApi, node: str) -> int:
@@ -79,8 +122,11 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
     core, custom = client.CoreV1Api(api(state)), client.CustomObjectsApi(api(state))
     seen, stop = Seen(), threading.Event()
     cores = {worker: cpus_per_core(custom, worker) for worker in workers}
-    watchers = [threading.Thread(target=target, args=(source, seen, stop), daemon=True)
-                for target, source in ((_watch_pods, core), (_watch_objects, custom))]
+    pods = partial(core.list_namespaced_pod, NAMESPACE, label_selector=LABEL)
+    objects = partial(custom.list_cluster_custom_object, nrt_api.GROUP, nrt_api.VERSION, nrt_api.PLURAL)
+    watchers = [threading.Thread(target=_keep_watching, args=(name, partial(_open, lister), on, seen, stop),
+                                 daemon=True)
+                for name, lister, on in (("pods", pods, _pod_seen(seen)), ("objects", objects, _object_seen(seen)))]
     for thread in watchers:
         thread.start()
     time.sleep(1)  # both watches open before the first pod
@@ -95,7 +141,8 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
         try:
             # both, before the pod goes: the object may name it before the kubelet's first status reaches the API
             wait(f"{name} named by {worker}'s object and acknowledged by its kubelet",
-                 lambda: name in seen.published and name in seen.acknowledged, 60, 0.2)
+                 lambda: name in seen.published and name in seen.acknowledged, 60, 0.2,
+                 why=lambda: _why_missed(core, custom, seen, name, worker))
         finally:
             core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
         wait(f"{name} gone", lambda: not core.list_namespaced_pod(
@@ -123,4 +170,9 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
     return (f"freshness over {len(names)} pinned pods: kubelet's first status -> object names the pod p50 "
             f"{a50:.2f} s, p95 {a95:.2f} s, max {amax:.2f} s; from creation p50 {c50:.2f} s, p95 {c95:.2f} s, "
             f"max {cmax:.2f} s; {ahead} objects named their pod before its first status reached the API (0 s) "
-            f"(the field's exporters: every {FIELD_DEFAULT_SECONDS} s)")
+            f"(the field's exporters: every {FIELD_DEFAULT_SECONDS} s); watch restarts "
+            f"{ {watch_name: len(whys) for watch_name, whys in seen.restarts.items()} or 'none'}")
+
+
+def _open(lister: Callable[..., Any], w: watch.Watch) -> Iterator[dict]:
+    return w.stream(lister, timeout_seconds=WATCH_SECONDS)
