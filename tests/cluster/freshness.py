@@ -34,21 +34,22 @@ FIELD_DEFAULT_SECONDS = 60  # what the field's topology exporters refresh at by 
 @dataclass
 class Seen:
     """Arrival times (time.monotonic) per pod name: created, first kubelet status, first named by the object;
-    and each watch's restarts (a stream that ended or failed, re-opened), shown with a miss."""
+    and each watch's failures (re-opened; a stream's ordinary end at WATCH_SECONDS is not one), shown with a
+    miss and in the summary."""
 
     created: dict[str, float] = field(default_factory=dict)
     acknowledged: dict[str, float] = field(default_factory=dict)
     published: dict[str, float] = field(default_factory=dict)
-    restarts: dict[str, list[str]] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def note(self, where: dict[str, float], name: str) -> None:
         with self.lock:
             where.setdefault(name, time.monotonic())
 
-    def restarted(self, watch_name: str, why: str) -> None:
+    def failed(self, watch_name: str, why: str) -> None:
         with self.lock:
-            self.restarts.setdefault(watch_name, []).append(why)
+            self.failures.setdefault(watch_name, []).append(why)
 
 
 WATCH_SECONDS = 60  # each stream's server-side timeout: the watch re-lists then (and on an error), never ends
@@ -66,12 +67,10 @@ def _keep_watching(name: str, stream: Callable[[watch.Watch], Iterator[dict]], o
                 on_object(event["object"])
                 if stop.is_set():
                     w.stop()
-            why = "stream ended"
         except Exception as exc:  # noqa: BLE001 - any failure of the stream is re-opened, and shown with a miss
-            why = f"{type(exc).__name__}: {exc}"[:200]
+            if not stop.is_set():
+                seen.failed(name, f"{type(exc).__name__}: {exc}"[:200])
             time.sleep(1)
-        if not stop.is_set():
-            seen.restarted(name, why)
 
 
 def _pod_seen(seen: Seen) -> Callable[[Any], None]:
@@ -105,7 +104,7 @@ def _why_missed(core: client.CoreV1Api, custom: client.CustomObjectsApi, seen: S
     except client.ApiException as exc:
         named = f"{worker}'s object: {exc.status}"
     return (f"seen acknowledged: {name in seen.acknowledged}, seen named: {name in seen.published}; now: "
-            f"{pod_status(core, name)}; {named}; watch restarts: {seen.restarts or 'none'}")
+            f"{pod_status(core, name)}; {named}; watch failures: {seen.failures or 'none'}")
 
 
 def cpus_per_core(custom: client.CustomObjectsApi, node: str) -> int:
@@ -170,8 +169,8 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
     return (f"freshness over {len(names)} pinned pods: kubelet's first status -> object names the pod p50 "
             f"{a50:.2f} s, p95 {a95:.2f} s, max {amax:.2f} s; from creation p50 {c50:.2f} s, p95 {c95:.2f} s, "
             f"max {cmax:.2f} s; {ahead} objects named their pod before its first status reached the API (0 s) "
-            f"(the field's exporters: every {FIELD_DEFAULT_SECONDS} s); watch restarts "
-            f"{ {watch_name: len(whys) for watch_name, whys in seen.restarts.items()} or 'none'}")
+            f"(the field's exporters: every {FIELD_DEFAULT_SECONDS} s); watch failures "
+            f"{ {watch_name: len(whys) for watch_name, whys in seen.failures.items()} or 'none'}")
 
 
 def _open(lister: Callable[..., Any], w: watch.Watch) -> Iterator[dict]:
