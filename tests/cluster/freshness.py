@@ -73,6 +73,11 @@ def _keep_watching(name: str, stream: Callable[[watch.Watch], Iterator[dict]], o
             time.sleep(1)
 
 
+
+def _open(lister: Callable[..., Any], w: watch.Watch) -> Iterator[dict]:
+    """One stream of a list call, as _keep_watching opens it (again)."""
+    return w.stream(lister, timeout_seconds=WATCH_SECONDS)
+
 def _pod_seen(seen: Seen) -> Callable[[Any], None]:
     def on_pod(pod: Any) -> None:
         if pod.status is not None and pod.status.start_time is not None:
@@ -172,6 +177,3 @@ def measure(state: Path, workers: list[str], image: str, per_worker: int = 10) -
             f"(the field's exporters: every {FIELD_DEFAULT_SECONDS} s); watch failures "
             f"{ {watch_name: len(whys) for watch_name, whys in seen.failures.items()} or 'none'}")
 
-
-def _open(lister: Callable[..., Any], w: watch.Watch) -> Iterator[dict]:
-    return w.stream(lister, timeout_seconds=WATCH_SECONDS)
