@@ -49,3 +49,29 @@ def test_an_object_names_only_the_freshness_pods_of_the_cases_namespace() -> Non
     seen = Seen()
     _object_seen(seen)(nrt)
     assert list(seen.published) == ["fresh-worker-3-4"]
+
+
+class _Pods:
+    """A CoreV1Api double: a pod deleted gracefully stays listed until its kubelet is done (`teardown` lists),
+    one deleted with grace 0 leaves the API at once, as the apiserver does."""
+
+    def __init__(self, teardown: int) -> None:
+        self.listed, self.teardown, self.grace = 0, teardown, None
+
+    def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int) -> None:
+        self.grace = grace_period_seconds
+
+    def list_namespaced_pod(self, namespace: str, field_selector: str) -> SimpleNamespace:
+        self.listed += 1
+        left = self.grace != 0 and self.listed <= self.teardown
+        return SimpleNamespace(items=[field_selector] if left else [])
+
+
+def test_the_next_freshness_pod_waits_for_the_kubelets_teardown_of_the_last() -> None:
+    """Deleted with grace 0 the object went at once and the kubelet's teardowns piled up behind the case (in
+    CI a pod then went 60 s with no status at all); deleted gracefully, it is gone once the kubelet is done."""
+    from tests.cluster.freshness import let_go
+
+    pods = _Pods(teardown=3)
+    let_go(pods, "fresh-worker-3-0", why=lambda: "", timeout=10)  # type: ignore[arg-type]
+    assert pods.grace and pods.listed == 4  # listed through the teardown, gone at the fourth
