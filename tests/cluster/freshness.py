@@ -82,10 +82,10 @@ def _keep_watching(name: str, stream: Callable[[watch.Watch], Iterator[dict]], o
             time.sleep(1)
 
 
-
 def _open(lister: Callable[..., Any], w: watch.Watch) -> Iterator[dict]:
     """One stream of a list call, as _keep_watching opens it (again)."""
     return w.stream(lister, timeout_seconds=WATCH_SECONDS)
+
 
 def _pod_seen(seen: Seen) -> Callable[[Any], None]:
     def on_pod(pod: Any) -> None:
