@@ -55,7 +55,7 @@ from tests.cluster.checks import (
 from tests.cluster.e2e_runs import CLOSEST, PINNED_UNDER_NONE, SUITE, run_e2e
 from tests.cluster.fault_api_outage import api_unreachable_during_a_planned_reset
 from tests.cluster.fault_restarts import restart_api_server_during, rode_through_api_restart
-from tests.cluster.fault_scheduler_cache import stuck_pending_pod
+from tests.cluster.fault_scheduler_cache import node_registered_again, stuck_pending_pod
 from tests.cluster.faults import (
     FAILED,
     FAULTS,
@@ -211,8 +211,9 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
                            if line.split()[:3] == [worker, str(node), "prometheus"])
                 assert row[3] == "pass", row
         # worker-1's audit and first fault cases, with freshness measured on worker-3 beside them: none of them
-        # touches the other's node (the freshness pods are worker-3's own, the cases' pods worker-1's)
-        with step("worker-1: audit, stuck Pending, drain; worker-3: freshness beside them"), \
+        # touches the other's node (the freshness pods are worker-3's own, the cases' pods and Node worker-1's).
+        # The freshness pods take longer than worker-1's cases; its Node registered again fits in that time.
+        with step("worker-1: audit, stuck Pending, drain, Node registered again; worker-3: freshness beside them"), \
                 ThreadPoolExecutor(max_workers=1) as beside:
             fresh = beside.submit(freshness, state, [FRESHNESS_WORKER], PROBE_IMAGE, FRESHNESS_PODS)
             with step("audit: a cpuset changed behind the kubelet's back"):
@@ -231,6 +232,10 @@ def test_default_lab_runs_upstream_kubernetes_with_pods_pinned(tmp_path: Path) -
             # Each fault case that fails is a FAIL row and the next still runs; the test fails at its end.
             with step("fault: pods in the drain's way"), fault_case("bare pod and emptyDir pod in the drain's way"):
                 FAULTS.append(pods_in_the_drains_way(state, "worker-1", PROBE_IMAGE))
+            if EXTENDED:
+                with step("fault: a Node deleted and registered again"), \
+                        fault_case("Node deleted and registered again"):
+                    FAULTS.append(node_registered_again(state, "worker-1", PROBE_IMAGE))
             with step(f"freshness: {FRESHNESS_PODS} pinned pods one at a time on {FRESHNESS_WORKER}, watched "
                       "(what was left of it after the cases above)"):
                 NOTES.append(fresh.result())
