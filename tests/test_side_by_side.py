@@ -26,6 +26,7 @@ def run(tmp_path: Path, cluster_rc: int, other_rc: int, *args: str,
 echo "args: $*"
 case "$*" in
   *"-m cluster"*) echo "cluster guests weigh ${{NUMALAB_CPU_SHARES:-libvirt's default}}"
+                  echo "cluster run's niceness $(nice)"
                   [ {cluster_rc} -eq 0 ] || echo "E   AssertionError: fault cases failed"
                   sleep 1.5
                   [ -e {tmp_path}/other-started ] && echo "the other run started before the first deploy was done"
@@ -37,6 +38,7 @@ case "$*" in
      echo "prebuild command seen by pytest: ${{NUMALAB_PREBUILD:-none}}"
      touch {tmp_path}/other-started; echo "other output line"
      echo "other guests weigh ${{NUMALAB_CPU_SHARES:-libvirt's default}}"
+     echo "other run's niceness $(nice)"
      [ {other_rc} -eq 0 ] || echo "E   assert 1 == 2"; exit {other_rc} ;;
 esac
 """)
@@ -68,6 +70,19 @@ def test_the_other_runs_guests_weigh_less_than_the_cluster_labs(tmp_path: Path) 
     (tmp_path / "other-started").unlink()
     done = run(tmp_path, 0, 0, env={**base, "NUMALAB_OTHER_CPU_SHARES": "512"})
     assert "cluster guests weigh libvirt's default" in done.stdout and "other guests weigh 512" in done.stdout
+
+
+def test_the_other_runs_processes_are_niced_and_the_cluster_runs_not(tmp_path: Path) -> None:
+    """The other run's own processes yield to the cluster test's (NUMALAB_OTHER_NICE, 10 unset): each process in the
+    root CPU group weighs as much as every lab guest together."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMALAB_")}
+    mine = os.nice(0)
+    done = run(tmp_path, 0, 0, env=base)
+    assert f"cluster run's niceness {mine}" in done.stdout
+    assert f"other run's niceness {min(19, mine + 10)}" in done.stdout
+    (tmp_path / "other-started").unlink()
+    done = run(tmp_path, 0, 0, env={**base, "NUMALAB_OTHER_NICE": "3"})
+    assert f"other run's niceness {min(19, mine + 3)}" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(("cluster_rc", "other_rc", "expected"), [
