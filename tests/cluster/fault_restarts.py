@@ -40,6 +40,12 @@ READY_LIMIT = 360.0
 """Seconds /readyz may take after the restart. Measured in the cluster test, beside the other tests: 161-263 s
 while the API server's stop waited for systemd's SIGKILL (etcd stopped first) and its open watches; 128 s since
 (components.APISERVER_WATCH_DRAIN; 30 s on an idle lab)."""
+READY_POLL = 3.0
+"""Seconds between /readyz asks (curl on the server, over ssh) while the API server starts again: each is a process
+and a TLS handshake on the starting server's one core. A new ssh connection for each made them about 3 s apart;
+through one kept connection (guests.ssh) they would be 1 s apart, and the two runs with that (wb, wc) failed in
+the e2e suite around the restart (a PodResources call over 10 s on worker-3; the NUMA-aware scheduler's cache
+stale for over 40 s). Not shown to be the cause, so the asks keep the pace they had."""
 
 
 def failing_checks(verbose: str) -> list[str]:
@@ -84,7 +90,7 @@ def restart_api_server_during(state: Path, workers: list[str], delay: float,
                 restart.ready_after = time.time() - restart.at
                 return
             restart.not_ready = failing_checks(said.stdout) or restart.not_ready
-            time.sleep(1)
+            time.sleep(READY_POLL)
         restart.error = (f"kube-apiserver not ready {READY_LIMIT:.0f} s after its restart "
                          f"(failing: {', '.join(restart.not_ready) or 'no answer'})")
 
