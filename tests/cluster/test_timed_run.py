@@ -61,9 +61,11 @@ def test_the_output_is_whole_colourless_with_stderr_and_logged_with_times(tmp_pa
 
 
 def test_a_run_past_its_timeout_is_killed_and_raises_with_what_it_said(tmp_path: Path) -> None:
-    script = "import time\nprint('--> Connecting to hosts...', flush=True)\ntime.sleep(60)\n"
+    script = "import time\nprint('--> Connecting to hosts...', flush=True)\ntime.sleep(600)\n"
+    # The timeout leaves the interpreter room to start and print: in CI at ddee7d5, niced beside the cluster lab,
+    # it had printed nothing within 1 s. Ten seconds is still far below the fake's sleep.
     with pytest.raises(subprocess.TimeoutExpired) as raised:
-        fake_run(tmp_path, script, timeout=1)
+        fake_run(tmp_path, script, timeout=10)
     assert "Connecting to hosts" in raised.value.output
     assert "Connecting to hosts" in (tmp_path / "deploy.log").read_text()
 
