@@ -96,6 +96,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--strategies", type=_strategies, default=SCORING_STRATEGIES,
                    help=f"numa-scheduler scoring strategies after the default scheduler (default: all: "
                         f"{','.join(SCORING_STRATEGIES)}; none: the default scheduler only)")
+    p.add_argument("--without-default", action="store_true",
+                   help="leave out the default scheduler's side (with --resume: it ran, or will run, in another "
+                        "sitting)")
     p.add_argument("--rate", type=_positive, default=FillSettings.rate, help="pods per second before the burst")
     p.add_argument("--rate-seconds", type=_positive, default=FillSettings.rate_seconds,
                    help="how long pods come at --rate (at most half the fleet's pods)")
@@ -118,7 +121,10 @@ def settings_from(args: argparse.Namespace) -> ScaleSettings:
     spec = load_spec(args.fleet) if args.fleet else fleet_spec(DEFAULT_FLEET)
     fill = FillSettings(rate=args.rate, rate_seconds=args.rate_seconds, settle=args.settle,
                         side_timeout=args.side_timeout, seed=args.seed)
-    return ScaleSettings(sizes=args.sizes, strategies=args.strategies, fleet=spec, fill=fill, ports=dict(args.port))
+    if args.without_default and not args.strategies:
+        raise BadInput("--without-default with --strategies none leaves no side to run")
+    return ScaleSettings(sizes=args.sizes, strategies=args.strategies, fleet=spec, fill=fill, ports=dict(args.port),
+                         default_side=not args.without_default)
 
 
 UNSHAPING = ("side_timeout",)

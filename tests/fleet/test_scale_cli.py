@@ -231,3 +231,30 @@ def test_resume_refuses_results_of_other_settings_or_unreadable(tmp_path, monkey
     assert cli.main(["--sizes", "10", "--out", str(out), "--resume"]) == 2
     assert one_line(capsys).startswith(f"fleet_scale: --resume: {out / 'results.json'} cannot be read as the "
                                        "bench's results")
+
+
+def test_without_default_runs_the_strategies_alone_and_resume_adds_the_default_later(tmp_path, monkeypatch, capsys):
+    """A 5,000-node NUMA-aware side fills one sitting here: the default side can come in another, into one file."""
+    binaries = fake_binaries(tmp_path / "bin")
+    monkeypatch.setattr(cli, "fleet_binaries", lambda: binaries)
+    out, asked = tmp_path / "out", []
+
+    def run_side(size, side, found, settings, progress):
+        asked.append((size, side))
+        return result(side, size)
+
+    monkeypatch.setattr(cli, "run_side", run_side)
+    argv = ["--sizes", "10", "--strategies", "MostAllocated", "--seed", "4", "--out", str(out), "--resume"]
+    assert cli.main([*argv, "--without-default"]) == 0
+    assert asked == [(10, "MostAllocated")]
+    assert cli.main(argv) == 0
+    assert asked == [(10, "MostAllocated"), (10, "default")]
+    records = json.loads((out / "results.json").read_text())
+    assert sorted(r["side"] for r in records) == ["MostAllocated", "default"]
+
+
+def test_without_default_and_no_strategy_is_refused(bench, capsys):
+    run, runs = bench
+    assert run("--strategies", "none", "--without-default") == 2
+    assert one_line(capsys) == "fleet_scale: --without-default with --strategies none leaves no side to run"
+    assert runs == []
