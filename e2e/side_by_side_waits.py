@@ -13,6 +13,8 @@ import api_outages
 from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
 from side_by_side import PENDING, REJECTED, RUNNING, DeploymentRun, Side, fits, for_the_plugin, outcome, selector
 
+from numalab.model.numa_scheduler import UNSCHEDULABLE_RETRY
+
 SETTLE_SECONDS = 360.0
 STABLE_SECONDS = 8.0
 """How long bare contenders' outcomes must hold once every one has one. Once the pods that fit run, no cell is left
@@ -22,11 +24,16 @@ admission) or the 30 s flush brings. 8 s holds the first; 15 s (before) did not 
 the NUMA-aware side's pods were all decided in 10 s and none changed after."""
 RESYNC_GRACE_SECONDS = 12.0
 """Two of the plugin's resync periods (numalab.model.numa_scheduler.RESYNC_SECONDS, 5 s) and room."""
-RETRY_STABLE_SECONDS = 40.0
-"""How long a pod the plugin found no cell for must stay Pending before that is its outcome: the scheduler tries
-it again at the latest after --pod-max-in-unschedulable-pods-duration (30 s in the lab), and a first try may
-have met a cache not yet resynced after the side before (r3, r8: all three pending "cannot align", decided in
-2-3 s, where one fits)."""
+LEFTOVER_FLUSH_SECONDS = 30.0
+"""kube-scheduler's queue moves unschedulable pods older than --pod-max-in-unschedulable-pods-duration back to
+be tried on a fixed 30 s tick (flushUnschedulablePodsLeftover, pkg/scheduler/backend/queue), not at each pod's
+own deadline."""
+RETRY_STABLE_SECONDS = LEFTOVER_FLUSH_SECONDS + float(UNSCHEDULABLE_RETRY.removesuffix("s")) + 5.0
+"""How long a pod the plugin found no cell for must stay Pending before that is its outcome. A first try may
+have met a cache not yet resynced after the side before (r3, r8, run wb at 410c2f7: all three pending "cannot
+align", decided in 2-3 s, where one fits); with no cluster event the scheduler tries such a pod again only at the
+first flush tick after it has been unschedulable for the lab's duration (30 s): up to 60 s after, plus its back-off.
+40 s (before) could end before that retry."""
 DEPLOYMENT_STABLE_SECONDS = 20.0
 """A Deployment's picture must hold this long: a rejection loop shows within seconds of a bind (the kubelet
 rejects at admission, and the ReplicaSet makes the next pod at once)."""

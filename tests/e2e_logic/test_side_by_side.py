@@ -207,12 +207,16 @@ def clock(monkeypatch) -> Iterator[float]:
 
 
 def test_a_pod_pending_for_the_plugin_waits_for_the_schedulers_retry(clock) -> None:
-    """r3, r8: a first try met a cache not yet resynced; the retry (within 30 s) bound one. A pending pod for the
-    plugin is its outcome only after RETRY_STABLE_SECONDS; a pod pending for another reason after `stable`."""
+    """r3, r8, wb: a first try met a cache not yet resynced; the retry bound one. A pending pod for the plugin is
+    its outcome only after RETRY_STABLE_SECONDS; a pod pending for another reason after `stable`."""
     unaligned, running = UNALIGNED, RUNNING
     polls = itertools.chain(itertools.repeat({"p": unaligned}, 20), itertools.repeat({"p": running}))
     decided, _ = waits.settle(lambda: next(polls), 1, stable=15, every=1)
     assert decided == {"p": ("running", "w")}  # still waiting at 15 s, bound by the retry at about 20 s
+    start = next(clock)
+    polls = itertools.chain(itertools.repeat({"p": unaligned}, 29), itertools.repeat({"p": running}))
+    decided, _ = waits.settle(lambda: next(polls), 1, stable=15, every=1)
+    assert next(clock) - start > 55 and decided == {"p": ("running", "w")}  # the latest retry, about 60 s after
     other = {"status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
              "reason": "Unschedulable", "message": "0/2 nodes are available: 2 Insufficient cpu."}]}}
     polls = itertools.chain(itertools.repeat({"p": other}, 20), itertools.repeat({"p": running}))
@@ -231,3 +235,12 @@ def test_once_every_pod_that_fits_runs_the_rest_pending_need_not_wait_for_a_retr
                             itertools.repeat({"a": running, "b": unaligned}))
     decided, _ = waits.settle(lambda: next(polls), 2, stable=5, every=1, expected_running=1)
     assert decided["a"] == ("running", "w")  # none running yet: the retry was waited for
+
+
+def test_the_retry_window_outlasts_the_schedulers_latest_retry() -> None:
+    """The lab's numa-scheduler retries a pod unschedulable for UNSCHEDULABLE_RETRY at the next 30 s flush tick:
+    up to 60 s after its first try, so a window of 40 s (run wb) could end before it."""
+    from numalab.model.numa_scheduler import UNSCHEDULABLE_RETRY
+
+    assert UNSCHEDULABLE_RETRY == "30s"
+    assert waits.RETRY_STABLE_SECONDS > waits.LEFTOVER_FLUSH_SECONDS + 30
