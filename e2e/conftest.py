@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 import testinfra
 from api_outages import record as outages
+from inspect_retry import ASK_AGAIN_AFTER, JOURNAL_COMMAND, inspect_twice
 from kube import Cluster, ClusterUnreachable, connect
 from kubernetes.client.rest import ApiException
 from numa_align.cpulist import parse_cpulist
-from results import Results
+from results import ALL_NODES, Results
 
-from numalab.inspect import DEFAULT_REMOTE_COMMAND, RemoteInspectError, remote_inspect
+from numalab.inspect import DEFAULT_REMOTE_COMMAND, remote_inspect
 
 DEFAULT_PROBE_IMAGE = "registry:5000/numa-lab/probe:1"
 _CLUSTER_KEY = pytest.StashKey["Cluster"]()
@@ -237,13 +238,18 @@ def hosts(pytestconfig: pytest.Config, settings: Settings, workers: dict[str, li
 
 
 @pytest.fixture(scope="session")
-def inspect_node(settings: Settings):
-    """Run `numa-align inspect` on a worker over SSH; returns its JSON report."""
+def inspect_node(settings: Settings, hosts, results: Results):
+    """Run `numa-align inspect` on a worker over SSH; returns its JSON report. A PodResources timeout is asked
+    once more (inspect_retry.py) and shown as an n/a `inspect-retry` row with the kubelet's journal."""
 
     def run(worker: str) -> dict:
-        try:
-            return remote_inspect(settings.ssh_host(worker), settings.ssh_config, settings.inspect_command)
-        except RemoteInspectError as exc:
-            raise AssertionError(str(exc)) from None
+        asked = inspect_twice(
+            lambda: remote_inspect(settings.ssh_host(worker), settings.ssh_config, settings.inspect_command),
+            lambda: hosts[worker].run(JOURNAL_COMMAND).stdout)
+        if asked.timed_out:
+            results.add(worker, ALL_NODES, "inspect-retry", None,
+                        detail=f"answered {ASK_AGAIN_AFTER:.0f} s after a timeout: {asked.timed_out}; the kubelet's "
+                               f"journal of the minute before: {asked.journal}")
+        return asked.report
 
     return run

@@ -193,7 +193,7 @@ class _Options:
 
 
 def test_the_suites_settings_carry_the_explain_pairs_choice() -> None:
-    for name in ("kube", "results"):
+    for name in ("kube", "results", "inspect_retry"):
         sys.modules.setdefault(name, load_e2e_module(name))
     conftest = load_e2e_module("conftest")
     options = _Options()
