@@ -23,8 +23,8 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 LIST_CHUNK = 500
 COLLECTIONS = {"Pod": "/api/v1/namespaces/{}/pods", "Deployment": "/apis/apps/v1/namespaces/{}/deployments",
-               "ReplicaSet": "/apis/apps/v1/namespaces/{}/replicasets"}
-"""Kind -> its namespaced collection: what the bench creates and deletes."""
+               "ReplicaSet": "/apis/apps/v1/namespaces/{}/replicasets", "Namespace": "/api/v1/namespaces"}
+"""Kind -> its collection (namespaced but for Namespace): what the bench creates and deletes."""
 
 
 class ApiError(Exception):
@@ -189,7 +189,7 @@ class KubeFleetApi:
     # -- the bench's workload ------------------------------------------------------------------------------
 
     def create(self, obj: Mapping[str, Any]) -> None:
-        """Create a Pod or Deployment in its namespace."""
+        """Create a Pod or Deployment in its namespace, or a Namespace."""
         namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
         self._call("POST", COLLECTIONS[str(obj["kind"])].format(namespace), obj)
 

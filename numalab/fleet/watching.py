@@ -127,10 +127,10 @@ def _within(when: float, since: float, until: float | None) -> bool:
     return when >= since and (until is None or when < until)
 
 
-def watch_into(log_: PodLog, api: PodWatchApi, namespace: str, selector: str, stop: threading.Event,
+def watch_into(log_: PodLog, api: PodWatchApi, namespace: str | None, selector: str, stop: threading.Event,
                ready: threading.Event) -> None:
-    """List then watch the pods matching `selector` into `log_` until `stop` (run in a thread; `api` must be its
-    own: interrupt() ends the watch under way)."""
+    """List then watch the pods matching `selector` (in `namespace`; None: in every one) into `log_` until `stop`
+    (run in a thread; `api` must be its own: interrupt() ends the watch under way)."""
     version: str | None = None
     while not stop.is_set():
         try:

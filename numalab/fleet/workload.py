@@ -87,8 +87,10 @@ def _pick(rng: random.Random, weights: Mapping[Any, float]) -> Any:
 
 
 def workload(scheduler: str, seed: int = 0, mix: Mix | None = None, namespace: str = "default",
-             prefix: str | None = None) -> Iterator[dict[str, Any]]:
-    """Endless objects to create, each with spec.schedulerName `scheduler`; names <prefix>-<kind>-<n>."""
+             prefix: str | None = None, deployment_namespace: str | None = None) -> Iterator[dict[str, Any]]:
+    """Endless objects to create, each with spec.schedulerName `scheduler`; names <prefix>-<kind>-<n>; the
+    Deployments in `deployment_namespace` (default: `namespace`)."""
+    deployment_namespace = deployment_namespace or namespace
     mix = mix or Mix()
     mix.check()
     prefix = prefix or scheduler
@@ -100,11 +102,11 @@ def workload(scheduler: str, seed: int = 0, mix: Mix | None = None, namespace: s
         if kind != "deployment":
             yield _pod(name, namespace, scheduler, prefix, container)
             continue
-        template = _pod(name, namespace, scheduler, prefix, container)
+        template = _pod(name, deployment_namespace, scheduler, prefix, container)
         template["metadata"] = {"labels": {WORKLOAD_LABEL: prefix, "app": name}}
         del template["apiVersion"], template["kind"]
         yield {"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": name, "namespace": namespace, "labels": {WORKLOAD_LABEL: prefix}},
+               "metadata": {"name": name, "namespace": deployment_namespace, "labels": {WORKLOAD_LABEL: prefix}},
                "spec": {"replicas": rng.randint(*mix.replicas), "selector": {"matchLabels": {"app": name}},
                         "template": template}}
 

@@ -258,3 +258,15 @@ def test_without_default_and_no_strategy_is_refused(bench, capsys):
     assert run("--strategies", "none", "--without-default") == 2
     assert one_line(capsys) == "fleet_scale: --without-default with --strategies none leaves no side to run"
     assert runs == []
+
+
+def test_resume_refuses_sides_measured_with_the_deployments_beside_the_bare_pods(tmp_path, monkeypatch, capsys):
+    """Results written before FillSettings.deployment_namespace had the Deployments in the bare pods' namespace:
+    another measurement at 5,000 nodes (the controller-manager's cost), so not mixed in."""
+    out = one_side_written(tmp_path, monkeypatch, capsys)
+    records = json.loads((out / "results.json").read_text())
+    assert records[0]["run"]["fill"]["deployment_namespace"] == "fleet-deployments"
+    del records[0]["run"]["fill"]["deployment_namespace"]
+    (out / "results.json").write_text(json.dumps(records))
+    assert cli.main(["--sizes", "10", "--strategies", "none", "--seed", "4", "--out", str(out), "--resume"]) == 2
+    assert "measured with other settings (fill differ)" in one_line(capsys)
