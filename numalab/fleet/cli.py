@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from numalab.fleet.controlplane import port_names
 from numalab.fleet.errors import FleetError
 from numalab.fleet.filling import FillSettings
 from numalab.fleet.measures import SideResult
+from numalab.fleet.others import refusal, running_planes
 from numalab.fleet.ports import assign_ports
 from numalab.fleet.scale import ScaleSettings, check_sizes, run_side
 from numalab.fleet.spec import DEFAULT_FLEET, fleet_spec, load_spec
@@ -189,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise FleetError(problem)
         assign_ports(port_names(settings.strategies), settings.ports)
         check_sizes(settings)
+        beside = refusal(running_planes(own=[os.getpid()]))
+        if beside:
+            raise FleetError(beside)
         args.out.mkdir(parents=True, exist_ok=True)
         results = resumed(args.out, settings) if args.resume else []
     except (BadInput, FleetError) as exc:

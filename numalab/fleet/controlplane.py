@@ -33,6 +33,7 @@ from numalab.fleet.binaries import FleetBinaries
 from numalab.fleet.credentials import Credentials, make_credentials
 from numalab.fleet.errors import FleetError
 from numalab.fleet.memory import MEMINFO, check_memory
+from numalab.fleet.others import PLANE_PREFIX
 from numalab.fleet.ports import assign_ports
 from numalab.model.numa_scheduler import SCORING_STRATEGIES
 from numalab.pki import PkiError
@@ -207,7 +208,7 @@ class ControlPlane:
     def _start(self) -> None:
         self.processes, self._batches = [], []
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.directory = Path(tempfile.mkdtemp(prefix="numalab-fleet-", dir=self.workdir))
+        self.directory = Path(tempfile.mkdtemp(prefix=PLANE_PREFIX, dir=self.workdir))
         layout = self._layout = c.Layout(self.directory)
         with self.progress.step("fleet PKI and configuration"):
             self.credentials = make_credentials(layout, self.api_url)

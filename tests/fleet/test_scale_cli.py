@@ -17,6 +17,12 @@ from numalab.fleet.measures import Packing, SideResult
 from tests.fleet.test_controlplane import fake_binaries
 
 
+@pytest.fixture(autouse=True)
+def alone(monkeypatch):
+    """No other fleet control plane on this machine, whatever runs beside these tests (test_others.py)."""
+    monkeypatch.setattr(cli, "running_planes", lambda own: {})
+
+
 @pytest.fixture
 def bench(tmp_path, monkeypatch):
     """main() with fake binaries and a run that must not start; returns (run it, the runs it asked for)."""
