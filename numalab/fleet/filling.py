@@ -62,7 +62,7 @@ class FillSettings:
     pods, kube-controller-manager's ReplicaSet controller matched every bare pod (an orphan to it) against every
     ReplicaSet there, at each pod's creation and each ReplicaSet's sync: at 5,000 nodes (about 69,000 pods) that
     took 75 % of its CPU (a 30 s profile, most in GetPodReplicaSets and FilterPodsByOwner), 0.3-0.4 of a core the
-    schedulers had not. The cost grows with the square of the pods, so it weighed little at 1,000 nodes."""
+    schedulers had not. The cost grows with the square of the pods."""
     seed: int = 1
     mix: Mix = field(default_factory=Mix)
 
