@@ -13,7 +13,7 @@ import api_outages
 from numa_align.fingerprint import ATTRIBUTE, pod_fingerprint
 from side_by_side import PENDING, REJECTED, RUNNING, DeploymentRun, Side, fits, for_the_plugin, outcome, selector
 
-from numalab.model.numa_scheduler import UNSCHEDULABLE_RETRY
+from numalab.model.numa_scheduler import UNSCHEDULABLE_RETRY_SECONDS
 
 SETTLE_SECONDS = 360.0
 STABLE_SECONDS = 8.0
@@ -28,7 +28,7 @@ LEFTOVER_FLUSH_SECONDS = 30.0
 """kube-scheduler's queue moves unschedulable pods older than --pod-max-in-unschedulable-pods-duration back to
 be tried on a fixed 30 s tick (flushUnschedulablePodsLeftover, pkg/scheduler/backend/queue), not at each pod's
 own deadline."""
-RETRY_STABLE_SECONDS = LEFTOVER_FLUSH_SECONDS + float(UNSCHEDULABLE_RETRY.removesuffix("s")) + 5.0
+RETRY_STABLE_SECONDS = LEFTOVER_FLUSH_SECONDS + UNSCHEDULABLE_RETRY_SECONDS + 5.0
 """How long a pod the plugin found no cell for must stay Pending before that is its outcome. A first try may
 have met a cache not yet resynced after the side before (r3, r8, run wb at 410c2f7: all three pending "cannot
 align", decided in 2-3 s, where one fits); with no cluster event the scheduler tries such a pod again only at the

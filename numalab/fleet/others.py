@@ -2,8 +2,8 @@
 
 Every figure the bench prints is paid for in the machine's CPU: a plane left running (a run killed hard, a test's
 plane, a second `make scale`) takes its share and the figures come out lower with nothing to say why (seen: 100-node
-sides at 36.5 and 15 pods/s instead of 53 and 34, beside a 5,000-node plane still creating its burst). A plane's
-processes name their directory, made by controlplane.ControlPlane under PLANE_PREFIX, on their command lines.
+sides at 36.5 and 15 pods/s instead of about 50 and 30-38, beside a 5,000-node plane still creating its burst). A
+plane's processes name their directory, made by controlplane.ControlPlane under PLANE_PREFIX, on their command lines.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ CACHE = {
     "resyncScope": "OnlyResources",
 }
 
-UNSCHEDULABLE_RETRY = "30s"
+UNSCHEDULABLE_RETRY_SECONDS = 30
+UNSCHEDULABLE_RETRY = f"{UNSCHEDULABLE_RETRY_SECONDS}s"
 """--pod-max-in-unschedulable-pods-duration (upstream 5m; deprecated, still parsed by v1.36.3): a node's cached
 view goes stale and fresh again with no cluster event to wake the pods it turned away. Every update of a
 default-scheduler pod with exclusive resources on a node (a pod stuck in ImagePullBackOff flips its waiting
